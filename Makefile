@@ -1,0 +1,60 @@
+# recagents: every command a reader needs. `make reproduce` and `make test` install into
+# .venv on first use; the install re-runs only when the pins in pyproject.toml change.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PINS := $(shell sha1sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(PINS)
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+BUILT := $(patsubst notebooks/%,build/%,$(NOTEBOOKS))
+SMOKE := $(patsubst notebooks/%,build/smoke/%,$(NOTEBOOKS))
+# Saved splits, candidates and trained models live in the repository, not in $HOME.
+export RECAGENTS_CACHE_DIR ?= $(CURDIR)/.cache
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: setup reproduce smoke test lint strip clean help
+.DEFAULT_GOAL := help
+
+help:  ## list the commands
+	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: $(STAMP)  ## install the pinned environment into .venv (only when the pins change)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip==24.3.1"
+	$(BIN)/python -m pip install --quiet -e .
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+reproduce: $(BUILT)  ## run every notebook (default profile): figures/ and build/
+
+build/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard recagents/*.py)
+	@mkdir -p build
+	RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(BIN)/papermill --cwd notebooks \
+	  -p PROFILE default $< $@
+
+smoke: $(SMOKE)  ## run every notebook with the small CI profile into build/smoke/
+
+build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard recagents/*.py)
+	@mkdir -p build/smoke
+	RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(BIN)/papermill --cwd notebooks \
+	  -p PROFILE smoke $< $@
+
+test: $(STAMP)  ## unit tests, then notebook tests (smoke run + nbval re-run)
+	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	  -p no:cacheprovider build/smoke
+
+lint: $(STAMP)  ## ruff, and committed notebooks must be stripped
+	$(BIN)/ruff check recagents tests bench notebooks
+	$(BIN)/ruff format --check recagents tests bench
+	$(BIN)/nbstripout --verify $(NOTEBOOKS)
+
+strip: $(STAMP)  ## strip outputs from the committed notebooks
+	$(BIN)/nbstripout $(NOTEBOOKS)
+
+clean:  ## remove build products and caches (keeps .venv and figures/)
+	rm -rf build .cache .pytest_cache

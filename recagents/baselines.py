@@ -1,0 +1,482 @@
+"""Classic recommenders (Pop, BPR, LightGCN, MultiVAE, SASRec) trained through RecBole.
+
+One entry point, :func:`train_baseline`, trains a RecBole model on *our* split (written
+as RecBole "benchmark" files, so RecBole never re-splits the data) with early stopping
+on the validation users, and returns a :class:`Baseline` that scores any candidate
+frame or recommends from the full catalogue, always as the project's long
+``[user_id, item_id, score, rank]`` frame.
+
+Every RecBole compatibility shim lives in this module:
+
+- RecBole's ``Config`` reads ``sys.argv``; under pytest or papermill that would inject
+  foreign options, so it is built with a clean ``argv``.
+- RecBole writes ``log_tensorboard/`` into the working directory; training runs inside
+  the model's cache folder instead.
+- torch >= 2.6 loads checkpoints with ``weights_only=True``, which RecBole's own
+  reload cannot pass; the best checkpoint is loaded here with ``weights_only=False``
+  (it is a file this module has just written).
+- RecBole's ``Pop`` counts every training row, so it is trained without negatives; and its
+  counter (``item_cnt[item] += 1`` on a batch) adds 1 once per batch however often an item
+  occurs in it, so its counts saturate at the number of batches. Pop's counts are set
+  exactly from the training interactions instead.
+
+Trained weights are cached under ``<cache_dir>/models/`` keyed by (model, split,
+seed, configuration), so a rerun of a notebook does not retrain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import ITEM, RANK, SCORE, USER
+from recagents.config import settings
+from recagents.data import Split
+from recagents.metrics import rank_by_score
+
+#: The RecBole models this module knows how to train; "Random" needs no training.
+MODELS = ("Pop", "BPR", "LightGCN", "MultiVAE", "SASRec")
+
+#: Hyper-parameters per model on top of RecBole's own defaults. SASRec is sized as in
+#: AFL's tool model (1 block, 1 head, hidden 64, histories of at most 10 items): RecBole's
+#: default (2 blocks, length 50) takes minutes per epoch on two CPU cores.
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "Pop": {"train_neg_sample_args": None, "epochs": 1},
+    "BPR": {"embedding_size": 64},
+    "LightGCN": {"embedding_size": 64, "n_layers": 2, "reg_weight": 1e-5},
+    "MultiVAE": {"train_neg_sample_args": None, "mlp_hidden_size": [600], "latent_dimension": 128},
+    "SASRec": {
+        "train_neg_sample_args": None,
+        "loss_type": "CE",
+        "n_layers": 1,
+        "n_heads": 1,
+        "hidden_size": 64,
+        "inner_size": 256,
+        "hidden_dropout_prob": 0.1,
+        "attn_dropout_prob": 0.1,
+        "MAX_ITEM_LIST_LENGTH": 10,
+    },
+}
+
+SEQUENTIAL = {"SASRec"}
+
+#: Bumped whenever a change here alters what a cached model would contain.
+CACHE_VERSION = 2
+
+
+class BaselineError(ValueError):
+    """A baseline that cannot be trained or scored as asked, with the reason."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training settings shared by all RecBole baselines.
+
+    Attributes:
+        epochs: Most training epochs (early stopping usually ends sooner).
+        stopping_step: Epochs without a better validation NDCG@10 before stopping.
+        learning_rate: Adam learning rate (RecBole's default).
+        train_batch_size: Training batch size (RecBole's default).
+        seed: Seed for RecBole's initialisation and sampling.
+    """
+
+    epochs: int = 100
+    stopping_step: int = 10
+    learning_rate: float = 1e-3
+    train_batch_size: int = 2048
+    seed: int = 2020
+
+
+@contextlib.contextmanager
+def _recbole_sandbox(workdir: Path) -> Iterator[None]:
+    """Run RecBole with a clean ``argv``, inside ``workdir``, with its chatter silenced."""
+    saved_argv = sys.argv
+    sys.argv = [saved_argv[0] if saved_argv else "recagents"]
+    root = logging.getLogger()
+    saved_level = root.level
+    root.setLevel(logging.ERROR)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        with contextlib.chdir(workdir), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.argv = saved_argv
+        root.setLevel(saved_level)
+
+
+def _write_atomic(frame: pd.DataFrame, path: Path, header: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    frame.to_csv(tmp, sep="\t", index=False, header=header)
+    tmp.replace(path)
+
+
+def _check_tokens(split: Split) -> None:
+    for part in (split.train, split.valid, split.test):
+        for column in (USER, ITEM):
+            if part[column].astype(str).str.contains(r"\s").any():
+                raise BaselineError(
+                    f"{column} values contain whitespace, which RecBole's atomic format "
+                    "cannot hold; rename them first"
+                )
+
+
+def write_benchmark_files(split: Split, folder: Path, max_seq_len: int | None) -> Path:
+    """Write ``split`` as RecBole benchmark files ``data.{train,valid,test}.inter``.
+
+    For sequential models (``max_seq_len`` set) every row also carries
+    ``item_id_list``: the user's previous items (at most ``max_seq_len``), so RecBole
+    trains on each training prefix and evaluates valid/test on the full past.
+    """
+    _check_tokens(split)
+    data_dir = folder / "data"
+    if (data_dir / "data.test.inter").is_file():
+        return folder
+    if max_seq_len is None:
+        for part in ("train", "valid", "test"):
+            frame = getattr(split, part)[[USER, ITEM]]
+            _write_atomic(
+                frame, data_dir / f"data.{part}.inter", ["user_id:token", "item_id:token"]
+            )
+        return folder
+    sequences = split.train.groupby(USER, sort=False)[ITEM].agg(list)
+    valid_items = split.valid.set_index(USER)[ITEM]
+    rows: dict[str, list[tuple[str, str, str]]] = {"train": [], "valid": [], "test": []}
+    for user, items in sequences.items():
+        for t in range(1, len(items)):
+            rows["train"].append((user, items[t], " ".join(items[max(0, t - max_seq_len) : t])))
+    for part, frame in (("valid", split.valid), ("test", split.test)):
+        for user, item in frame[[USER, ITEM]].itertuples(index=False):
+            past = list(sequences.get(user, []))
+            if part == "test" and user in valid_items.index:
+                past.append(valid_items[user])
+            rows[part].append((user, item, " ".join(past[-max_seq_len:])))
+    header = ["user_id:token", "item_id:token", "item_id_list:token_seq"]
+    for part, part_rows in rows.items():
+        _write_atomic(pd.DataFrame(part_rows), data_dir / f"data.{part}.inter", header)
+    return folder
+
+
+def _recbole_config(
+    model: str, data_root: Path, train: TrainConfig, params: dict[str, Any], workdir: Path
+) -> Any:
+    import torch
+    from recbole.config import Config
+
+    load_col = ["user_id", "item_id"] + (["item_id_list"] if model in SEQUENTIAL else [])
+    config_dict = {
+        "data_path": str(data_root),
+        "dataset": "data",
+        "benchmark_filename": ["train", "valid", "test"],
+        "load_col": {"inter": load_col},
+        # One id space for targets and histories; without it RecBole remaps the lists alone.
+        "alias_of_item_id": ["item_id_list"] if model in SEQUENTIAL else None,
+        "USER_ID_FIELD": "user_id",
+        "ITEM_ID_FIELD": "item_id",
+        "eval_args": {"group_by": "user", "order": "TO", "mode": "full"},
+        "metrics": ["NDCG", "Hit"],
+        "topk": [10],
+        "valid_metric": "NDCG@10",
+        "epochs": train.epochs,
+        "stopping_step": train.stopping_step,
+        "learning_rate": train.learning_rate,
+        "train_batch_size": train.train_batch_size,
+        "eval_batch_size": 4096,
+        "seed": train.seed,
+        "reproducibility": True,
+        "use_gpu": torch.cuda.is_available(),
+        "checkpoint_dir": str(workdir),
+        "show_progress": False,
+        "save_dataset": False,
+        "save_dataloaders": False,
+        "log_wandb": False,
+        **params,
+    }
+    return Config(model=model, config_dict=config_dict)
+
+
+@dataclass
+class Baseline:
+    """A trained RecBole model that scores candidates and recommends, by our ids.
+
+    Attributes:
+        name: The RecBole model name.
+        split: The split it was trained on.
+        valid_curve: Validation NDCG@10 after each evaluated epoch.
+        best_epoch: The epoch whose weights were kept (early stopping).
+        train_seconds: Wall time of training (0 when loaded from the cache).
+        from_cache: Whether the weights came from the cache.
+    """
+
+    name: str
+    split: Split
+    model: Any
+    dataset: Any
+    phase_data: dict[str, Any]
+    valid_curve: list[float]
+    best_epoch: int
+    train_seconds: float
+    from_cache: bool
+
+    def _user_rows(self, phase: str, users: list[str]) -> tuple[Any, np.ndarray]:
+        """The RecBole interactions of ``users`` in ``phase`` and their row order."""
+        data = self.phase_data[phase]
+        uid_field = self.dataset.uid_field
+        tokens = self.dataset.id2token(uid_field, data.inter_feat[uid_field].numpy())
+        index = pd.Index(tokens)
+        if not index.is_unique:
+            raise BaselineError(f"{phase} holds several rows for one user")
+        missing = [u for u in users if u not in index]
+        if missing:
+            raise BaselineError(
+                f"{len(missing)} user(s) have no {phase} interaction, e.g. {missing[:3]}"
+            )
+        rows = index.get_indexer(users)
+        return data.inter_feat[rows], rows
+
+    def full_scores(
+        self,
+        users: list[str],
+        phase: Literal["valid", "test"] = "test",
+        batch_size: int = 512,
+    ) -> np.ndarray:
+        """Scores of every item (RecBole's internal order) for ``users``: shape (users, items).
+
+        Column 0 is RecBole's padding item and is always ``-inf``.
+        """
+        import torch
+
+        inter, _ = self._user_rows(phase, users)
+        n_items = self.dataset.item_num
+        out = np.empty((len(users), n_items), dtype=np.float64)
+        self.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(users), batch_size):
+                batch = inter[start : start + batch_size].to(self.model.device)
+                scores = self.model.full_sort_predict(batch).view(-1, n_items)
+                out[start : start + batch_size] = scores.double().cpu().numpy()
+        out[:, 0] = -np.inf
+        return out
+
+    def score(
+        self,
+        candidates: pd.DataFrame,
+        phase: Literal["valid", "test"] = "test",
+        seed: int = 0,
+    ) -> pd.DataFrame:
+        """Score candidates ``[user_id, item_id, ...]`` into ``[user_id, item_id, score, rank]``.
+
+        Ties (e.g. Pop's equal counts) are broken by a seeded shuffle, never in favour of
+        the held-out item.
+        """
+        users = sorted(candidates[USER].unique())
+        scores = self.full_scores(users, phase)
+        user_row = {u: i for i, u in enumerate(users)}
+        item_ids = self._item_ids(candidates[ITEM])
+        rows = candidates[USER].map(user_row).to_numpy()
+        frame = candidates[[USER, ITEM]].copy()
+        frame[SCORE] = scores[rows, item_ids]
+        return rank_by_score(frame, seed=seed)
+
+    def recommend(
+        self,
+        k: int = 100,
+        phase: Literal["valid", "test"] = "test",
+        users: list[str] | None = None,
+        seed: int = 0,
+    ) -> pd.DataFrame:
+        """Top-``k`` items from the whole catalogue, the user's history excluded.
+
+        History = train for ``valid``; train + valid for ``test``.
+        """
+        truth = self.split.truth(phase)
+        users = sorted(truth[USER].unique()) if users is None else sorted(users)
+        scores = self.full_scores(users, phase)
+        history = self.split.history(phase)
+        history = history[history[USER].isin(set(users))]
+        user_row = {u: i for i, u in enumerate(users)}
+        scores[history[USER].map(user_row).to_numpy(), self._item_ids(history[ITEM])] = -np.inf
+        rng = np.random.default_rng(seed)
+        jitter = rng.random(scores.shape) * 1e-9 * (np.abs(scores[np.isfinite(scores)]).max() + 1)
+        top = np.argsort(-(scores + jitter), axis=1)[:, :k]
+        tokens = self.dataset.id2token(self.dataset.iid_field, top.ravel())
+        frame = pd.DataFrame(
+            {
+                USER: np.repeat(users, top.shape[1]),
+                ITEM: tokens,
+                SCORE: np.take_along_axis(scores, top, axis=1).ravel(),
+                RANK: np.tile(np.arange(1, top.shape[1] + 1), len(users)),
+            }
+        )
+        return frame[np.isfinite(frame[SCORE])].reset_index(drop=True)
+
+    def _item_ids(self, items: pd.Series) -> np.ndarray:
+        token2id = self.dataset.field2token_id[self.dataset.iid_field]
+        ids = items.map(token2id)
+        if ids.isna().any():
+            unknown = items[ids.isna()].unique()[:3].tolist()
+            raise BaselineError(f"items unknown to the model, e.g. {unknown}")
+        return ids.to_numpy(dtype=np.int64)
+
+
+def _cache_key(model: str, split: Split, train: TrainConfig, params: dict[str, Any]) -> str:
+    import recbole
+
+    blob = json.dumps(
+        {
+            "model": model,
+            "split": split.fingerprint,
+            "train": asdict(train),
+            "params": params,
+            "recbole": recbole.__version__,
+            "version": CACHE_VERSION,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def train_baseline(
+    model: str,
+    split: Split,
+    train: TrainConfig | None = None,
+    params: dict[str, Any] | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+) -> Baseline:
+    """Train (or load from the cache) one RecBole model on ``split``.
+
+    Args:
+        model: One of :data:`MODELS`.
+        split: The split from :mod:`recagents.data`; valid drives early stopping.
+        train: Training settings; the defaults are RecBole's, with early stopping.
+        params: RecBole hyper-parameters of this model, overriding :data:`MODEL_DEFAULTS`
+            (e.g. ``{"MAX_ITEM_LIST_LENGTH": 50}`` for SASRec).
+        cache_dir: Where data files and weights are kept (default: settings' cache).
+        progress: Show a progress bar over epochs.
+
+    Returns:
+        The trained :class:`Baseline`.
+    """
+    if model not in MODELS:
+        raise BaselineError(f"unknown baseline {model!r}; choose from {', '.join(MODELS)}")
+    if split.valid.empty or split.test.empty:
+        raise BaselineError("the split has no valid or test interactions to train against")
+    import torch
+    from recbole.data import create_dataset, data_preparation
+    from recbole.utils import get_model, init_seed
+
+    train = train or TrainConfig()
+    root = Path(cache_dir or settings().cache_dir) / "recbole"
+    params = {**MODEL_DEFAULTS[model], **(params or {})}
+    seq_len = params.get("MAX_ITEM_LIST_LENGTH") if model in SEQUENTIAL else None
+    data_root = write_benchmark_files(
+        split,
+        root / "data" / f"{split.fingerprint}-{'seq' + str(seq_len) if seq_len else 'general'}",
+        seq_len,
+    )
+    workdir = root / "models" / f"{model}-{_cache_key(model, split, train, params)}"
+    weights, meta_path = workdir / "weights.pt", workdir / "meta.json"
+    with _recbole_sandbox(workdir):
+        config = _recbole_config(model, data_root, train, params, workdir)
+        init_seed(config["seed"], config["reproducibility"])
+        dataset = create_dataset(config)
+        train_data, valid_data, test_data = data_preparation(config, dataset)
+        init_seed(config["seed"], config["reproducibility"])
+        network = get_model(config["model"])(config, train_data.dataset).to(config["device"])
+        if weights.is_file() and meta_path.is_file():
+            state = torch.load(weights, map_location=config["device"], weights_only=False)
+            network.load_state_dict(state["state_dict"])
+            network.load_other_parameter(state.get("other_parameter"))
+            meta = json.loads(meta_path.read_text())
+            from_cache, seconds = True, 0.0
+        else:
+            if model == "Pop":
+                meta, seconds = _fit_pop(network, train_data.dataset), 0.0
+            else:
+                meta, seconds = _fit(config, network, train_data, valid_data, workdir, progress)
+            torch.save(
+                {"state_dict": network.state_dict(), "other_parameter": network.other_parameter()},
+                weights,
+            )
+            meta_path.write_text(json.dumps(meta))
+            from_cache = False
+    network.eval()
+    return Baseline(
+        name=model,
+        split=split,
+        model=network,
+        dataset=dataset,
+        phase_data={"valid": valid_data.dataset, "test": test_data.dataset},
+        valid_curve=meta["valid_curve"],
+        best_epoch=meta["best_epoch"],
+        train_seconds=seconds,
+        from_cache=from_cache,
+    )
+
+
+def _fit(
+    config: Any, network: Any, train_data: Any, valid_data: Any, workdir: Path, progress: bool
+) -> tuple[dict[str, Any], float]:
+    """Run RecBole's trainer with early stopping and restore the best epoch's weights."""
+    import torch
+    from recbole.utils import get_trainer
+    from tqdm.auto import tqdm
+
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, network)
+    curve: list[float] = []
+    bar = tqdm(total=config["epochs"], desc=f"train {config['model']}", disable=not progress)
+
+    def on_epoch(epoch: int, valid_score: float) -> None:
+        curve.append(float(valid_score))
+        bar.update(1)
+        bar.set_postfix(ndcg10=f"{valid_score:.4f}")
+
+    started = time.perf_counter()
+    try:
+        trainer.fit(train_data, valid_data, verbose=False, saved=True, callback_fn=on_epoch)
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - started
+    checkpoint = Path(trainer.saved_model_file)
+    best_epoch = -1
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, map_location=config["device"], weights_only=False)
+        network.load_state_dict(state["state_dict"])
+        network.load_other_parameter(state.get("other_parameter"))
+        best_epoch = int(state.get("epoch", -1))
+        checkpoint.unlink()
+    return {"valid_curve": curve, "best_epoch": best_epoch}, seconds
+
+
+def _fit_pop(network: Any, train_dataset: Any) -> dict[str, Any]:
+    """Set RecBole Pop's item counts exactly (its own counter saturates; see the module doc)."""
+    import torch
+
+    items = train_dataset.inter_feat[train_dataset.iid_field]
+    counts = torch.bincount(items, minlength=network.n_items).to(network.item_cnt)
+    network.item_cnt = counts.view(-1, 1)
+    network.max_cnt = counts.max().view(1)
+    return {"valid_curve": [], "best_epoch": 0}
+
+
+def random_scores(candidates: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """The Random baseline: uniform scores, seeded; ranks a candidate frame by chance."""
+    rng = np.random.default_rng(seed)
+    frame = candidates[[USER, ITEM]].copy()
+    frame[SCORE] = rng.random(len(frame))
+    return rank_by_score(frame, seed=seed)

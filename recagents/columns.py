@@ -1,0 +1,12 @@
+"""Column names shared by every frame in the package (defined once, used everywhere)."""
+
+USER = "user_id"
+ITEM = "item_id"
+RATING = "rating"
+TIMESTAMP = "timestamp"
+SCORE = "score"
+RANK = "rank"
+LABEL = "label"
+TITLE = "title"
+YEAR = "year"
+GENRES = "genres"

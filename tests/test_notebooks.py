@@ -1,0 +1,102 @@
+"""Notebook tests: committed notebooks are clean, and each one runs in the smoke profile.
+
+Each notebook is executed by papermill with ``PROFILE="smoke"`` into ``build/smoke/``; its
+recorded headline results are then checked here. ``make test`` afterwards re-runs those
+executed copies under ``pytest --nbval`` to check that their outputs reproduce.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from recagents.notebook import read_records
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SMOKE_DIR = ROOT / "build" / "smoke"
+IDS = [path.stem for path in NOTEBOOKS]
+
+#: Expected NDCG@10 of a random ranking of 1 relevant item among n + 1 candidates.
+RANDOM_NDCG10 = {9: 0.4544, 19: 0.3005}
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks/NN_name.ipynb found"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_notebook_is_stripped(path):
+    notebook = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"cell {index} of {path.name} has outputs: run make strip"
+            assert cell.execution_count is None, f"cell {index} of {path.name} has a count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_has_one_documented_parameters_cell(path):
+    notebook = nbformat.read(path, as_version=4)
+    tagged = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
+    parameters = papermill.inspect_notebook(str(path))
+    assert {"PROFILE", "DATASET", "SEED"} <= set(parameters)
+    undocumented = [name for name, info in parameters.items() if not info["help"]]
+    assert not undocumented, f"parameters without a comment: {undocumented}"
+    assert parameters["PROFILE"]["default"] == '"default"'
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_structure(path):
+    notebook = nbformat.read(path, as_version=4)
+    first = notebook.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), "H1 title first"
+    headings = [c.source for c in notebook.cells if c.cell_type == "markdown"]
+    assert any(h.startswith("## 0 Setup") for h in headings)
+    assert "record(" in notebook.cells[-1].source, "the last cell records headline results"
+
+
+def _execute_smoke(path: Path) -> Path:
+    SMOKE_DIR.mkdir(parents=True, exist_ok=True)
+    output = SMOKE_DIR / path.name
+    os.environ.setdefault("RECAGENTS_FIGURES_DIR", str(SMOKE_DIR / "figures"))
+    papermill.execute_notebook(
+        str(path),
+        str(output),
+        parameters={"PROFILE": "smoke"},
+        cwd=str(path.parent),
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    return output
+
+
+@pytest.fixture(scope="session")
+def smoke_records():
+    """Execute every notebook once in the smoke profile; map notebook stem -> records."""
+    return {path.stem: read_records(_execute_smoke(path)) for path in NOTEBOOKS}
+
+
+def _check_interval(value, name):
+    mean, low, high = value
+    assert 0.0 <= low <= mean <= high <= 1.0, f"{name}: bad interval {value}"
+
+
+def test_00_data_and_baselines(smoke_records):
+    records = smoke_records["00_data_and_baselines"]
+    assert records["profile"] == "smoke"
+    assert records["n_users"] == 200 == records["n_test_users"]
+    assert records["n_interactions"] == 20_759  # 200 seeded users of ml-100k, all ratings
+    for n, expected in RANDOM_NDCG10.items():
+        _check_interval(records[f"ndcg@10/1+{n}/Random"], f"Random 1+{n}")
+        mean, low, high = records[f"ndcg@10/1+{n}/Random"]
+        assert low - 0.02 <= expected <= high + 0.02, "a random ranking must score at chance"
+        pop = records[f"ndcg@10/1+{n}/Pop"]
+        assert pop[1] > high, "popularity must beat chance on uniformly drawn negatives"
+    for key, value in records.items():
+        if key.startswith(("ndcg@", "hr@")):
+            _check_interval(value, key)
+    json.dumps(records)  # everything recorded is plain JSON
