@@ -43,14 +43,15 @@ build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard recagents/*.py)
 	RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(BIN)/papermill --cwd notebooks \
 	  -p PROFILE smoke $< $@
 
-test: $(STAMP)  ## unit tests, then notebook tests (smoke run + nbval re-run)
+test: export RECAGENTS_FIGURES_DIR = $(CURDIR)/build/smoke/figures
+test: $(STAMP)  ## unit tests and smoke runs of every notebook, then nbval re-runs them
 	$(BIN)/python -m pytest tests
 	$(BIN)/python -m pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	  -p no:cacheprovider build/smoke
 
 lint: $(STAMP)  ## ruff, and committed notebooks must be stripped
-	$(BIN)/ruff check recagents tests bench notebooks
-	$(BIN)/ruff format --check recagents tests bench
+	$(BIN)/ruff check recagents tests $(wildcard bench) notebooks
+	$(BIN)/ruff format --check recagents tests $(wildcard bench)
 	$(BIN)/nbstripout --verify $(NOTEBOOKS)
 
 strip: $(STAMP)  ## strip outputs from the committed notebooks
