@@ -12,6 +12,8 @@ SMOKE := $(patsubst notebooks/%,build/smoke/%,$(NOTEBOOKS))
 # Saved splits, candidates and trained models live in the repository, not in $HOME.
 export RECAGENTS_CACHE_DIR ?= $(CURDIR)/.cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# llama-cpp-python builds from source (6-11 minutes on two cores); pip caches the wheel.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: setup reproduce smoke test lint strip clean help

@@ -1,0 +1,71 @@
+"""``python -m recagents.llm check``: the first thing a new user runs.
+
+Prints the backend, the model, one round trip (reply, latency, tokens per second), one
+schema-constrained round trip, and where the cache lives. Exits non-zero when the endpoint
+cannot be reached, with the reason on one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from recagents.config import settings
+from recagents.llm.client import ChatRequest, LLMClient
+
+CHECK_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+    "required": ["answer"],
+}
+
+
+def check() -> int:
+    """Run the round trips and print a short report; return the exit status."""
+    config = settings()
+    client = LLMClient(cache=False)
+    print(f"backend:  {client.backend}")
+    print(f"model:    {client.model}")
+    print(f"key:      {'set (hidden)' if config.api_key else 'not set'}")
+    print(f"cache:    {config.llm_cache_path}")
+    started = time.perf_counter()
+    try:
+        url = client.base_url()
+    except Exception as error:  # noqa: BLE001 - report any start-up failure on one line
+        print(f"error:    the endpoint could not be started: {error}")
+        return 1
+    if client.local:
+        print(f"server:   {url} (started in {time.perf_counter() - started:.1f} s)")
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant. Answer briefly."},
+        {"role": "user", "content": "Name one famous movie from the 1990s."},
+    ]
+    reply = client.chat(messages, max_tokens=40)
+    if not reply.ok:
+        print(f"error:    {reply.error}")
+        return 1
+    rate = reply.completion_tokens / reply.latency_s if reply.latency_s else 0.0
+    print(f"reply:    {reply.text.strip()!r}")
+    print(
+        f"latency:  {reply.latency_s:.2f} s for {reply.prompt_tokens} prompt + "
+        f"{reply.completion_tokens} completion tokens ({rate:.0f} tokens/s overall)"
+    )
+    question = [{"role": "user", "content": "Is Toy Story an animated movie? Reply in JSON."}]
+    result = client.map([ChatRequest(question, schema=CHECK_SCHEMA, max_tokens=30)], progress=False)
+    structured = result[0]
+    status = f"ok {structured.data}" if structured.ok else f"FAILED ({structured.error})"
+    print(f"json:     {status} via {client.structured_mode}")
+    return 0 if structured.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m recagents.llm")
+    parser.add_argument("command", choices=["check"], help="check: one round trip")
+    parser.parse_args(argv)
+    return check()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

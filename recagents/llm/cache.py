@@ -1,0 +1,545 @@
+"""A persistent, multi-process cache of LLM replies, keyed by a hash of the request.
+
+Why: every LLM request of the project goes through one client, which looks the request up
+here first. A rerun of a notebook then costs nothing, and an interrupted run resumes where it
+stopped. The cache is one SQLite file in WAL mode, so that several processes (``make -j``
+runs notebooks in parallel) can read and write it at once; the first writer of a key wins.
+
+A request is a plain dict, for example
+``{"kind": "chat", "model": ..., "messages": [...], "sampling": {...}, "schema": None,
+"sample": 0}`` or ``{"kind": "embed", "model": ..., "input": "text"}``. Its key is the
+SHA-256 of its canonical JSON (:func:`request_key`). A request must never hold credentials:
+both :func:`request_key` and :meth:`ResponseCache.put` refuse one that does.
+
+Nothing happens at import time; a file is opened only by :class:`ResponseCache`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+__all__ = [
+    "CREDENTIAL_KEYS",
+    "PRICES",
+    "SCHEMA_VERSION",
+    "CacheError",
+    "CacheLockedError",
+    "CacheTotals",
+    "CacheVersionError",
+    "CachedReply",
+    "ResponseCache",
+    "canonical_json",
+    "price_for",
+    "request_key",
+]
+
+SCHEMA_VERSION = 1
+"""Stored in the file's ``PRAGMA user_version``; a file of another version is refused."""
+
+CREDENTIAL_KEYS: frozenset[str] = frozenset(
+    {"api_key", "authorization", "password", "secret", "token"}
+)
+"""Dict key names (compared case-insensitively) that a request may never contain."""
+
+# Environment variables whose values are treated as secrets (OPENAI_API_KEY, HF_TOKEN,
+# AWS_SECRET_ACCESS_KEY, ...): a request whose canonical JSON contains such a value (of at
+# least _MIN_SECRET_LEN characters, so that placeholders such as OPENAI_API_KEY=EMPTY for
+# local servers do not trip it) is refused like a credential key.
+_SECRET_ENV = re.compile(
+    r"(^|_)(API_?KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PASSWORD|PASSWD)$", re.IGNORECASE
+)
+_MIN_SECRET_LEN = 12
+
+_GET_MANY_CHUNK = 500
+_ABANDONED: list[sqlite3.Connection | None] = []  # connections inherited through fork
+_LOCK_RETRIES = 8
+
+# USD per 1M (input, output) tokens. EDITABLE ESTIMATES: public list prices as last seen,
+# which change; check the provider's pricing page before quoting a cost. Local models are
+# free (0.0), and so is any model not listed here (see price_for).
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-3.5-turbo": (0.50, 1.50),
+    "text-embedding-3-small": (0.02, 0.0),
+    "text-embedding-3-large": (0.13, 0.0),
+    "text-embedding-ada-002": (0.10, 0.0),
+    # Local models run on our own hardware.
+    "smollm2-135m-instruct": (0.0, 0.0),
+}
+
+
+def price_for(model: str) -> tuple[float, float]:
+    """Return the (input, output) USD price per 1M tokens of ``model`` from :data:`PRICES`.
+
+    Matching ignores case: an exact match first, else the longest listed name that prefixes
+    ``model`` (so ``gpt-4o-mini-2024-07-18`` gets ``gpt-4o-mini``, not ``gpt-4o``), else free.
+
+    Args:
+        model: A model name as sent to the provider.
+
+    Returns:
+        ``(input_price, output_price)``; ``(0.0, 0.0)`` for unknown models.
+    """
+    name = model.lower()
+    table = {k.lower(): v for k, v in PRICES.items()}
+    if name in table:
+        return table[name]
+    prefixes = [k for k in table if name.startswith(k)]
+    if prefixes:
+        return table[max(prefixes, key=len)]
+    return (0.0, 0.0)
+
+
+# --------------------------------------------------------------------------- request keys
+
+
+def _check_no_credentials(value: Any, path: str = "request") -> None:
+    """Raise ValueError if any dict key, at any depth, is named like a credential."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and k.lower() in CREDENTIAL_KEYS:
+                raise ValueError(
+                    f"{path} has a credential-like key {k!r}; requests are hashed and stored in "
+                    "the reply cache and must never contain credentials"
+                )
+            _check_no_credentials(v, f"{path}[{k!r}]")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _check_no_credentials(v, f"{path}[{i}]")
+
+
+def _check_no_secret_values(text: str) -> None:
+    """Raise ValueError if ``text`` contains the value of a secret-named environment variable."""
+    for name, value in os.environ.items():
+        if len(value) >= _MIN_SECRET_LEN and _SECRET_ENV.search(name) and value in text:
+            # Name the variable, never its value.
+            raise ValueError(
+                f"request contains the value of the environment variable {name}; requests are "
+                "stored in the reply cache and must never contain credentials"
+            )
+
+
+def canonical_json(request: Mapping[str, Any]) -> str:
+    """Return the canonical JSON text of a request, after refusing credentials.
+
+    Canonical means sorted keys, no whitespace and unescaped Unicode, so that equal requests
+    give equal text whatever the dict order.
+
+    Args:
+        request: A JSON-serialisable request dict.
+
+    Returns:
+        The canonical JSON text.
+
+    Raises:
+        ValueError: If the request holds a credential-like key (see :data:`CREDENTIAL_KEYS`)
+            or the value of a secret environment variable.
+        TypeError: If the request is not JSON-serialisable.
+    """
+    _check_no_credentials(request)
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    _check_no_secret_values(text)
+    return text
+
+
+def request_key(request: Mapping[str, Any]) -> str:
+    """Return the cache key of a request: the SHA-256 hex digest of its canonical JSON.
+
+    Args:
+        request: A JSON-serialisable request dict without credentials.
+
+    Returns:
+        A 64-character lowercase hex string.
+
+    Raises:
+        ValueError: If the request holds credentials (see :func:`canonical_json`).
+    """
+    return hashlib.sha256(canonical_json(request).encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    """One stored reply.
+
+    Attributes:
+        key: The request key (see :func:`request_key`).
+        reply: Whatever the client stored, e.g. ``{"text": ..., "finish_reason": ...}``.
+        prompt_tokens: Input tokens billed for the original call.
+        completion_tokens: Output tokens billed for the original call.
+        latency_s: Wall time of the original (uncached) call, in seconds.
+        model: The model that produced the reply.
+        created: Unix time at which the reply was stored.
+    """
+
+    key: str
+    reply: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    model: str
+    created: float
+
+
+@dataclass(frozen=True)
+class CacheTotals:
+    """Sums over stored replies, to report what a run cost (or would cost uncached).
+
+    Attributes:
+        rows: Number of stored replies.
+        prompt_tokens: Total input tokens.
+        completion_tokens: Total output tokens.
+        latency_s: Total wall time of the original calls, in seconds.
+    """
+
+    rows: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+    def cost(self, price_per_million: tuple[float, float]) -> float:
+        """Return the USD cost of these tokens at ``(input, output)`` USD per 1M tokens."""
+        price_in, price_out = price_per_million
+        return (self.prompt_tokens * price_in + self.completion_tokens * price_out) / 1e6
+
+
+class CacheError(RuntimeError):
+    """The cache file cannot be used (not a cache, closed, or otherwise broken)."""
+
+
+class CacheVersionError(CacheError):
+    """The cache file was written with another schema version."""
+
+
+class CacheLockedError(CacheError):
+    """The cache file stayed locked by other processes for too long."""
+
+
+# --------------------------------------------------------------------------- the cache
+
+_T = TypeVar("_T")
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS replies (
+        key TEXT PRIMARY KEY NOT NULL,
+        request TEXT NOT NULL,
+        reply TEXT NOT NULL,
+        model TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        latency_s REAL NOT NULL,
+        created REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS replies_model ON replies (model)",
+)
+
+_COLUMNS = "key, reply, prompt_tokens, completion_tokens, latency_s, model, created"
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    message = str(exc).lower()
+    return "locked" in message or "busy" in message
+
+
+def _row_to_reply(row: tuple[Any, ...]) -> CachedReply:
+    key, reply, prompt_tokens, completion_tokens, latency_s, model, created = row
+    return CachedReply(
+        key=key,
+        reply=json.loads(reply),
+        prompt_tokens=int(prompt_tokens),
+        completion_tokens=int(completion_tokens),
+        latency_s=float(latency_s),
+        model=model,
+        created=float(created),
+    )
+
+
+class ResponseCache:
+    """A reply cache in one SQLite file, safe for many threads and processes at once.
+
+    Each object holds one connection, shared by its threads under a lock (the async client
+    calls it from worker threads). Processes coordinate through SQLite's WAL locking; a write
+    that still finds the file locked after the busy timeout is retried a few times, then
+    :class:`CacheLockedError` is raised. A child process created by ``fork`` opens its own
+    connection on first use, and pickling a cache sends only its path.
+
+    Args:
+        path: The cache file; its parent folders are created.
+        timeout_s: How long one statement waits for other processes' locks.
+
+    Raises:
+        CacheVersionError: If the file holds another schema version.
+        CacheError: If the file is not an SQLite database or not a reply cache.
+    """
+
+    def __init__(self, path: str | Path, timeout_s: float = 60.0) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.timeout_s = float(timeout_s)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._conn = self._open()
+
+    # -- connection handling
+
+    def _open(self) -> sqlite3.Connection:
+        """Open a connection, switch to WAL and check (or create) the schema."""
+        conn = sqlite3.connect(
+            self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+            mode = self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            if str(mode).lower() != "wal":
+                warnings.warn(
+                    f"reply cache {self.path} could not switch to WAL mode (got {mode!r}); "
+                    "parallel runs will be slower",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._retry(lambda: self._ensure_schema(conn))
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
+                raise
+            raise CacheError(
+                f"{self.path} is not a usable reply cache ({exc}); delete it or pick another path"
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        """Create the table on a fresh file, or check the version of an existing one."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version != 0:
+            raise CacheVersionError(self._version_message(version))
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                tables = {
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' "
+                        "AND name NOT LIKE 'sqlite_%'"
+                    )
+                }
+                if tables:
+                    raise CacheError(
+                        f"{self.path} is an SQLite file with tables {sorted(tables)} but no "
+                        "reply-cache version; it is not a reply cache. Pick another path"
+                    )
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise CacheVersionError(self._version_message(version))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _version_message(self, version: int) -> str:
+        return (
+            f"reply cache {self.path} has schema version {version}, but this code reads "
+            f"version {SCHEMA_VERSION}. Delete the file (and its -wal/-shm files) to start a "
+            "fresh cache, or point the client at another path"
+        )
+
+    def _retry(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn``, retrying a bounded number of times while the file is locked."""
+        for attempt in range(_LOCK_RETRIES):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc):
+                    raise
+                if attempt == _LOCK_RETRIES - 1:
+                    raise CacheLockedError(
+                        f"reply cache {self.path} stayed locked after {_LOCK_RETRIES} attempts "
+                        f"of up to {self.timeout_s:g} s each; another process may hold a long "
+                        "transaction, or the file is on a filesystem without working locks "
+                        "(e.g. NFS)"
+                    ) from exc
+                time.sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``fn(connection)`` under the lock, with lock retries."""
+        with self._lock:
+            if self._closed:
+                raise CacheError(f"reply cache {self.path} is closed")
+            if self._pid != os.getpid():
+                # Forked child: never use (or close) the parent's connection; keep it
+                # referenced so that garbage collection does not close it either.
+                _ABANDONED.append(self._conn)
+                self._pid = os.getpid()
+                self._conn = self._open()
+            conn = self._conn
+            assert conn is not None
+            return self._retry(lambda: fn(conn))
+
+    def __reduce__(self) -> tuple[type[ResponseCache], tuple[Path, float]]:
+        """Pickle as (path, timeout): the receiving process opens its own connection."""
+        return (self.__class__, (self.path, self.timeout_s))
+
+    # -- reading
+
+    def get(self, key: str) -> CachedReply | None:
+        """Return the stored reply of ``key``, or None on a miss."""
+        row = self._run(
+            lambda c: c.execute(f"SELECT {_COLUMNS} FROM replies WHERE key = ?", (key,)).fetchone()
+        )
+        return None if row is None else _row_to_reply(row)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, CachedReply]:
+        """Return the stored replies of many keys at once; misses are left out.
+
+        Why: a warm replay of a whole notebook looks up thousands of keys; one query per
+        500 keys is far faster than one per key.
+        """
+        unique = list(dict.fromkeys(keys))
+        out: dict[str, CachedReply] = {}
+        for start in range(0, len(unique), _GET_MANY_CHUNK):
+            chunk = unique[start : start + _GET_MANY_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT {_COLUMNS} FROM replies WHERE key IN ({marks})"
+            rows = self._run(lambda c, sql=sql, chunk=chunk: c.execute(sql, chunk).fetchall())
+            for row in rows:
+                reply = _row_to_reply(row)
+                out[reply.key] = reply
+        return out
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        sql = "SELECT 1 FROM replies WHERE key = ?"
+        return self._run(lambda c: c.execute(sql, (key,)).fetchone()) is not None
+
+    def __len__(self) -> int:
+        return int(self._run(lambda c: c.execute("SELECT COUNT(*) FROM replies").fetchone()[0]))
+
+    def __iter__(self) -> Iterator[str]:
+        """Iterate over stored keys (a snapshot taken now)."""
+        keys = self._run(lambda c: c.execute("SELECT key FROM replies ORDER BY key").fetchall())
+        return iter([k for (k,) in keys])
+
+    def totals(self, model: str | None = None) -> CacheTotals:
+        """Sum rows, tokens and original latency over stored replies, optionally of one model."""
+        sql = (
+            "SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), "
+            "COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(latency_s), 0.0) FROM replies"
+        )
+        params: tuple[str, ...] = ()
+        if model is not None:
+            sql += " WHERE model = ?"
+            params = (model,)
+        rows, prompt, completion, latency = self._run(lambda c: c.execute(sql, params).fetchone())
+        return CacheTotals(int(rows), int(prompt), int(completion), float(latency))
+
+    # -- writing
+
+    def put(
+        self,
+        key: str,
+        request: Mapping[str, Any],
+        reply: Mapping[str, Any],
+        *,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_s: float,
+    ) -> None:
+        """Store a reply unless ``key`` is already stored (the first writer wins).
+
+        The canonical request JSON is stored beside the reply, for inspection.
+
+        Args:
+            key: The request key, normally ``request_key(request)``.
+            request: The request; refused if it holds credentials.
+            reply: A JSON-serialisable reply dict.
+            model: The model that produced the reply.
+            prompt_tokens: Input tokens billed.
+            completion_tokens: Output tokens billed.
+            latency_s: Wall time of the call, in seconds.
+
+        Raises:
+            ValueError: If the request holds credentials, or a count or latency is negative.
+            TypeError: If the request or reply is not JSON-serialisable.
+        """
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"key must be a non-empty string, got {key!r}")
+        if prompt_tokens < 0 or completion_tokens < 0 or latency_s < 0:
+            raise ValueError(
+                "token counts and latency must be >= 0, got "
+                f"{prompt_tokens=}, {completion_tokens=}, {latency_s=}"
+            )
+        request_text = canonical_json(request)
+        reply_text = json.dumps(dict(reply), ensure_ascii=False)
+        params = (
+            key,
+            request_text,
+            reply_text,
+            str(model),
+            int(prompt_tokens),
+            int(completion_tokens),
+            float(latency_s),
+            time.time(),
+        )
+        sql = (
+            "INSERT OR IGNORE INTO replies (key, request, reply, model, prompt_tokens, "
+            "completion_tokens, latency_s, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self._run(lambda c: c.execute(sql, params))
+
+    # -- lifetime
+
+    def close(self) -> None:
+        """Close the connection; later calls raise :class:`CacheError`. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                conn.close()
+
+    def __enter__(self) -> ResponseCache:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"ResponseCache({str(self.path)!r}, {state})"

