@@ -1,8 +1,13 @@
-"""``python -m recagents.llm check``: the first thing a new user runs.
+"""Command line of the LLM layer.
 
-Prints the backend, the model, one round trip (reply, latency, tokens per second), one
-schema-constrained round trip, and where the cache lives. Exits non-zero when the endpoint
-cannot be reached, with the reason on one line.
+``python -m recagents.llm check`` is the first thing a new user runs: it prints the backend,
+the model, one round trip (reply, latency, tokens per second), one schema-constrained round
+trip, and where the cache lives, and exits non-zero with the reason on one line when the
+endpoint cannot be reached.
+
+``python -m recagents.llm serve`` starts the embedded llama.cpp server in the foreground and
+prints the variables that point other processes at it, so one server (and its prompt cache)
+serves a whole ``make reproduce`` run instead of one per notebook kernel.
 """
 
 from __future__ import annotations
@@ -59,12 +64,36 @@ def check() -> int:
     return 0 if structured.ok else 1
 
 
+def serve(port: int) -> int:
+    """Run the embedded server until interrupted, printing how to use it."""
+    from recagents.llm.local import MODEL_ALIAS, LocalServer, default_model_path
+
+    server = LocalServer(model_path=default_model_path(), port=port).start()
+    print(f"export RECAGENTS_LLM_BASE_URL={server.base_url}")
+    print(f"export RECAGENTS_LLM_MODEL={MODEL_ALIAS}")
+    print("export RECAGENTS_LLM_STRUCTURED=json_object")
+    print("# serving; Ctrl-C stops the server", flush=True)
+    try:
+        while server.pid is not None:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m recagents.llm")
-    parser.add_argument("command", choices=["check"], help="check: one round trip")
-    parser.parse_args(argv)
-    return check()
+    parser.add_argument(
+        "command",
+        choices=["check", "serve"],
+        help="check: one round trip; serve: run the embedded server for other processes",
+    )
+    parser.add_argument("--port", type=int, default=0, help="serve: port (0 picks a free one)")
+    args = parser.parse_args(argv)
+    return check() if args.command == "check" else serve(args.port)
 
 
 if __name__ == "__main__":

@@ -330,7 +330,8 @@ class LLMClient:
         if self._async_client is None or str(self._async_client.base_url).rstrip("/") != url:
             self._async_client = AsyncOpenAI(
                 base_url=url,
-                api_key=self._api_key or "not-needed",
+                # The embedded server needs no key: never hand it the user's real one.
+                api_key="not-needed" if self.local else (self._api_key or "not-needed"),
                 timeout=self.config.llm_timeout_s,
                 max_retries=0,
             )
