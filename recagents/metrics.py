@@ -27,10 +27,13 @@ __all__ = [
     "bootstrap_ci",
     "classification_ci",
     "classification_metrics",
+    "compare_to_reference",
+    "format_interval",
     "paired_bootstrap",
     "rank_by_score",
     "ranking_metrics",
     "summarize",
+    "summarize_methods",
 ]
 
 RANKING_METRICS: tuple[str, ...] = ("hr", "ndcg", "mrr", "recall", "precision")
@@ -407,6 +410,84 @@ def summarize(
         mean, low, high = bootstrap_ci(values, n_boot=n_boot, ci=ci, seed=seed)
         rows.append({"metric": column, "mean": mean, "low": low, "high": high, "n": values.size})
     return pd.DataFrame(rows, columns=["metric", "mean", "low", "high", "n"])
+
+
+def summarize_methods(
+    per_user: dict[str, pd.DataFrame], n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
+    """:func:`summarize` for several methods at once: one long table with a ``method`` column.
+
+    Args:
+        per_user: Method name -> per-user metric frame (from :func:`ranking_metrics`).
+        n_boot: Number of bootstrap resamples.
+        ci: Confidence level.
+        seed: Seed of the resampling generator (the same for every method).
+
+    Returns:
+        Columns ``method, metric, mean, low, high, n``, methods in the order given.
+
+    """
+    parts = [
+        summarize(values, n_boot=n_boot, ci=ci, seed=seed).assign(method=name)
+        for name, values in per_user.items()
+    ]
+    table = pd.concat(parts, ignore_index=True)
+    return table[["method", "metric", "mean", "low", "high", "n"]]
+
+
+def format_interval(summary: pd.DataFrame, digits: int = 3) -> pd.Series:
+    """Render each row of a summary as ``"mean [low, high]"`` for a readable table."""
+    pattern = f"{{:.{digits}f}}"
+    return (
+        summary["mean"].map(pattern.format)
+        + " ["
+        + summary["low"].map(pattern.format)
+        + ", "
+        + summary["high"].map(pattern.format)
+        + "]"
+    )
+
+
+def compare_to_reference(
+    per_user: dict[str, pd.DataFrame],
+    reference: str,
+    metric: str,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Paired bootstrap of every method against ``reference`` on one metric, same users.
+
+    Users are aligned on ``user_id`` (the frames must cover the same users).
+
+    Returns:
+        One row per other method: ``method, diff, low, high, p_value``, where ``diff`` is
+        the mean of (method - reference) over users.
+
+    Raises:
+        KeyError: If ``reference`` is not among the methods.
+        ValueError: If two frames cover different users.
+
+    """
+    if reference not in per_user:
+        raise KeyError(f"reference method {reference!r} not in {list(per_user)}")
+    base = per_user[reference].set_index(USER)[metric]
+    rows = []
+    for name, values in per_user.items():
+        if name == reference:
+            continue
+        other = values.set_index(USER)[metric]
+        if not other.index.sort_values().equals(base.index.sort_values()):
+            raise ValueError(f"{name!r} and {reference!r} cover different users")
+        result = paired_bootstrap(
+            other.to_numpy(),
+            base.reindex(other.index).to_numpy(),
+            n_boot=n_boot,
+            ci=ci,
+            seed=seed,
+        )
+        rows.append({"method": name, **result._asdict()})
+    return pd.DataFrame(rows, columns=["method", "diff", "low", "high", "p_value"])
 
 
 # --------------------------------------------------------------------------- classification

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from recagents import metrics
 from recagents.columns import ITEM, RANK, SCORE, USER
 from recagents.metrics import (
     PairedBootstrapResult,
@@ -506,3 +507,46 @@ def test_classification_ci() -> None:
     idx = np.random.default_rng(2).integers(0, 300, size=(300, 300))
     accs = (y_true[idx] == y_pred[idx]).mean(axis=1)
     assert out.loc[0, "low"] == pytest.approx(np.quantile(accs, 0.025))
+
+
+def test_summarize_methods_stacks_summaries_in_order():
+    rng = np.random.default_rng(0)
+    users = [f"u{i}" for i in range(40)]
+    per_user = {
+        name: pd.DataFrame({USER: users, "hr@1": rng.integers(0, 2, 40).astype(float)})
+        for name in ("b", "a")
+    }
+    table = metrics.summarize_methods(per_user, n_boot=200, seed=1)
+    assert list(table.columns) == ["method", "metric", "mean", "low", "high", "n"]
+    assert table["method"].tolist() == ["b", "a"]
+    expected = metrics.summarize(per_user["a"], n_boot=200, seed=1)
+    assert table.iloc[1]["mean"] == expected.iloc[0]["mean"]
+    assert table.iloc[1]["low"] == expected.iloc[0]["low"]
+
+
+def test_format_interval_renders_mean_and_bounds():
+    summary = pd.DataFrame({"mean": [0.5], "low": [0.41234], "high": [0.6]})
+    assert metrics.format_interval(summary).tolist() == ["0.500 [0.412, 0.600]"]
+    assert metrics.format_interval(summary, digits=1).tolist() == ["0.5 [0.4, 0.6]"]
+
+
+def test_compare_to_reference_is_paired_and_aligned_by_user():
+    users = [f"u{i}" for i in range(50)]
+    reference = pd.DataFrame({USER: users, "ndcg@10": np.linspace(0, 1, 50)})
+    better = pd.DataFrame({USER: users[::-1], "ndcg@10": np.linspace(0, 1, 50)[::-1] + 0.1})
+    table = metrics.compare_to_reference(
+        {"ref": reference, "better": better, "same": reference.copy()},
+        "ref",
+        "ndcg@10",
+        n_boot=300,
+        seed=0,
+    )
+    assert table["method"].tolist() == ["better", "same"]
+    row = table.set_index("method").loc["better"]
+    assert row["diff"] == pytest.approx(0.1)
+    assert row["low"] == pytest.approx(0.1) and row["p_value"] < 0.01
+    assert table.set_index("method").loc["same", "diff"] == 0.0
+    with pytest.raises(KeyError):
+        metrics.compare_to_reference({"a": reference}, "missing", "ndcg@10")
+    with pytest.raises(ValueError, match="different users"):
+        metrics.compare_to_reference({"ref": reference, "x": reference.iloc[:10]}, "ref", "ndcg@10")
