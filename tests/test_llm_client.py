@@ -661,3 +661,23 @@ def test_an_empty_cache_is_used(scripted_server: ScriptedServer, tmp_path: Path,
                 client.cache.close()
             if cache is not None:
                 cache.close()
+
+
+@pytest.mark.parametrize(
+    "body", [{"choices": ["text"]}, {"choices": None}, {"choices": [{"message": "x"}]}, []]
+)
+def test_odd_completion_shapes_are_malformed_replies(body: Any) -> None:
+    from recagents.llm.client import _MalformedReply, _read_completion
+
+    with pytest.raises(_MalformedReply):
+        _read_completion(body)
+
+
+def test_a_well_formed_completion_is_read() -> None:
+    from recagents.llm.client import _read_completion
+
+    body = {
+        "choices": [{"message": {"content": "Heat"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2},
+    }
+    assert _read_completion(body) == ({"text": "Heat", "finish_reason": "stop"}, 7, 2)

@@ -185,10 +185,22 @@ class _EndpointDown(Exception):
     """The endpoint refused connections through every retry; later requests fail fast."""
 
 
-def _chat_completion_type() -> type:
-    from openai.types.chat import ChatCompletion
+def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
+    """Reply text, finish reason and token counts of a chat completion given as JSON.
 
-    return ChatCompletion
+    Raises:
+        _MalformedReply: The endpoint answered with something else (e.g. a proxy's page).
+    """
+    try:
+        if not isinstance(response["choices"], list):
+            raise TypeError("choices is not a list")
+        choice = (response["choices"] or [{}])[0] or {}
+        text = (choice.get("message") or {}).get("content") or ""
+        usage = response.get("usage") or {}
+        reply = {"text": str(text), "finish_reason": choice.get("finish_reason")}
+        return reply, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+        raise _MalformedReply(f"reply is not a chat completion: {str(response)[:80]}") from error
 
 
 def parse_json_reply(text: str) -> Any:
@@ -390,13 +402,11 @@ class LLMClient:
             try:
                 client = self._client(state["url"])
                 # The SDK's typed ``chat.completions.create`` re-walks every message through
-                # its TypedDict transform (a quarter of the client's CPU per request); the
-                # body here is already plain JSON, so it is posted as is.
-                response = await client.post(
-                    "/chat/completions", body=kwargs, cast_to=_chat_completion_type()
-                )
-                if not hasattr(response, "choices"):
-                    raise _MalformedReply(f"reply is not a chat completion: {str(response)[:80]}")
+                # its TypedDict transform and builds pydantic models of the reply (a third of
+                # the client's CPU per request); the body is plain JSON already, so it is
+                # posted as is and the reply read as plain JSON.
+                response = await client.post("/chat/completions", body=kwargs, cast_to=dict)
+                reply, prompt_tokens, completion_tokens = _read_completion(response)
             except APIStatusError as error:
                 last_error = error
                 if error.status_code != 429 and error.status_code < 500:
@@ -411,12 +421,6 @@ class LLMClient:
                 delay = None
             else:
                 latency = time.perf_counter() - started
-                choice = response.choices[0] if response.choices else None
-                text = (choice.message.content if choice and choice.message else None) or ""
-                usage = response.usage
-                reply = {"text": text, "finish_reason": getattr(choice, "finish_reason", None)}
-                prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-                completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
                 if self.cache is not None:
                     await asyncio.to_thread(
                         self.cache.put,
