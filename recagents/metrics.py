@@ -30,6 +30,7 @@ __all__ = [
     "compare_to_reference",
     "format_interval",
     "paired_bootstrap",
+    "pick_interval",
     "rank_by_score",
     "ranking_metrics",
     "summarize",
@@ -433,6 +434,31 @@ def summarize_methods(
     ]
     table = pd.concat(parts, ignore_index=True)
     return table[["method", "metric", "mean", "low", "high", "n"]]
+
+
+def pick_interval(summary: pd.DataFrame, method: str, metric: str, **where: str) -> list[float]:
+    """``[mean, low, high]`` of one method and metric from a summary table, for recording.
+
+    Args:
+        summary: A table from :func:`summarize_methods`, possibly with extra columns.
+        method: The method's name.
+        metric: The metric's name, e.g. ``"ndcg@10"``.
+        **where: Further column filters, e.g. ``protocol="1+9"``.
+
+    Returns:
+        The three values rounded to 4 decimals.
+
+    Raises:
+        KeyError: If no row or several rows match.
+
+    """
+    mask = (summary["method"] == method) & (summary["metric"] == metric)
+    for column, value in where.items():
+        mask &= summary[column] == value
+    rows = summary[mask]
+    if len(rows) != 1:
+        raise KeyError(f"{len(rows)} rows match {method!r}, {metric!r}, {where}; expected 1")
+    return [round(float(rows[c].iloc[0]), 4) for c in ("mean", "low", "high")]
 
 
 def format_interval(summary: pd.DataFrame, digits: int = 3) -> pd.Series:

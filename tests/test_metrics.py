@@ -550,3 +550,21 @@ def test_compare_to_reference_is_paired_and_aligned_by_user():
         metrics.compare_to_reference({"a": reference}, "missing", "ndcg@10")
     with pytest.raises(ValueError, match="different users"):
         metrics.compare_to_reference({"ref": reference, "x": reference.iloc[:10]}, "ref", "ndcg@10")
+
+
+def test_pick_interval_selects_exactly_one_row():
+    summary = pd.DataFrame(
+        {
+            "method": ["Pop", "Pop", "BPR"],
+            "metric": ["ndcg@10"] * 3,
+            "protocol": ["1+9", "1+19", "1+9"],
+            "mean": [0.61234, 0.5, 0.7],
+            "low": [0.6, 0.4, 0.65],
+            "high": [0.62, 0.6, 0.75],
+        }
+    )
+    assert metrics.pick_interval(summary, "Pop", "ndcg@10", protocol="1+9") == [0.6123, 0.6, 0.62]
+    with pytest.raises(KeyError, match="2 rows"):
+        metrics.pick_interval(summary, "Pop", "ndcg@10")
+    with pytest.raises(KeyError, match="0 rows"):
+        metrics.pick_interval(summary, "SASRec", "ndcg@10")
