@@ -36,7 +36,7 @@ from scripted_server import scripted_server as scripted_server  # noqa: F401  (f
 from recagents.config import settings
 from recagents.llm import client as client_module
 from recagents.llm.cache import ResponseCache
-from recagents.llm.client import ChatRequest, LLMClient
+from recagents.llm.client import GRAMMAR_MAX_LENGTH, ChatRequest, LLMClient, response_format
 
 SENTINEL = "sk-SENTINEL-4f9a2c71e0"
 MAX_ATTEMPTS = 3
@@ -293,6 +293,25 @@ def test_chat_json_object_mode_for_llama_cpp(
         assert result.ok and result.data == {"choice": 1}
         (body,) = scripted_server.chat_bodies()
         assert body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+
+
+def test_long_string_caps_are_clamped_for_llama_cpp_grammars() -> None:
+    """The embedded server drops the connection on a string maxLength above ~1,000."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "long": {"type": "string", "maxLength": 1440},
+            "short": {"type": "string", "maxLength": 50},
+            "list": {"type": "array", "items": {"type": "string", "maxLength": 5000}},
+        },
+    }
+    sent = response_format(schema, "json_object")["schema"]
+    assert sent["properties"]["long"]["maxLength"] == GRAMMAR_MAX_LENGTH
+    assert sent["properties"]["short"]["maxLength"] == 50
+    assert sent["properties"]["list"]["items"]["maxLength"] == GRAMMAR_MAX_LENGTH
+    assert schema["properties"]["long"]["maxLength"] == 1440, "the caller's schema is untouched"
+    remote = response_format(schema, "json_schema")["json_schema"]["schema"]
+    assert remote["properties"]["long"]["maxLength"] == 1440
 
 
 def test_chat_json_accepts_a_fenced_reply(

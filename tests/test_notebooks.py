@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SMOKE_DIR = ROOT / "build" / "smoke"
 IDS = [path.stem for path in NOTEBOOKS]
+NOTEBOOKS_BY_STEM = {path.stem: path for path in NOTEBOOKS}
 
 
 def random_ndcg10(n_candidates: int) -> float:
@@ -66,9 +67,9 @@ def test_notebook_structure(path):
 SENTINEL_KEY = "sk-recagents-SENTINEL-7c1f93b2"
 
 
-def _execute_smoke(path: Path) -> Path:
+def _execute_smoke(path: Path, suffix: str = "", **parameters) -> Path:
     SMOKE_DIR.mkdir(parents=True, exist_ok=True)
-    output = SMOKE_DIR / path.name
+    output = SMOKE_DIR / f"{path.stem}{suffix}{path.suffix}"
     os.environ.setdefault("RECAGENTS_FIGURES_DIR", str(SMOKE_DIR / "figures"))
     saved_key = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = SENTINEL_KEY
@@ -76,7 +77,7 @@ def _execute_smoke(path: Path) -> Path:
         papermill.execute_notebook(
             str(path),
             str(output),
-            parameters={"PROFILE": "smoke"},
+            parameters={"PROFILE": "smoke", **parameters},
             cwd=str(path.parent),
             kernel_name="python3",
             progress_bar=False,
@@ -122,3 +123,49 @@ def test_00_data_and_baselines(smoke_records):
         if key.startswith(("ndcg@", "hr@")):
             _check_interval(value, key)
     json.dumps(records)  # everything recorded is plain JSON
+
+
+def test_01_agentcf(smoke_records):
+    records = smoke_records["01_agentcf"]
+    assert records["profile"] == "smoke"
+    assert records["dataset"] == "ml-100k"
+    assert records["n_users"] == 3 and records["steps"] == 1
+    assert records["n_train_pairs"] == {"dense": 3}, "one step: one pair per user"
+    llm_methods = ["AgentCF untrained", "LLMRank (zero-shot)", "AgentCF B", "AgentCF B+H",
+                   "AgentCF B+R"]  # fmt: skip
+    for method in [*llm_methods, "Pop (same sample)", "BPR (same sample)", "Random"]:
+        for metric in ("ndcg@1", "ndcg@10"):
+            _check_interval(records[f"{metric}/dense/{method}"], f"{metric} {method}")
+    for method in llm_methods:
+        parsed = records[f"parse/dense/{method}"]
+        assert parsed["users"] == 3
+        assert parsed["complete"] + parsed["repaired"] + parsed["failed"] == 3
+    # One training step saves one long-term version: nothing lies between the initial and
+    # the current self-description, so B+R must fall back for every user.
+    assert records["parse/dense/AgentCF B+R"]["retrieval_fallbacks"] == 3
+    for ablation in ("w/o autonomous interaction", "w/o item agent", "w/o user agent"):
+        _check_interval(records[f"ablation/ndcg@10/dense/{ablation}"], ablation)
+    for order in ("neg_first", "pos_first"):
+        assert 0.0 <= records[f"probe/dense/{order}/accuracy"] <= 1.0
+    # Training: 3 forward + 3 user + 3 item calls in round 0, then 3 forward and 3-6 more.
+    assert records["calls"] >= 3 * 5 + 5 * 3 + 6
+    assert records["prompt_tokens"] > records["completion_tokens"] > 0
+    assert records["failed_calls"] <= records["calls"]
+
+
+def test_01_agentcf_runs_on_another_atomic_dataset(tiny_path):
+    """The notebook takes any RecBole atomic dataset by path (here the tiny test fixture)."""
+    output = _execute_smoke(
+        NOTEBOOKS_BY_STEM["01_agentcf"],
+        suffix="_tiny",
+        DATASET=str(tiny_path),
+        CANDIDATE_POOL="dataset",
+        ABLATIONS=[],
+        BASELINES=[],
+        FULL_DATA_BASELINES=["Pop"],
+    )
+    records = read_records(output)
+    assert records["dataset"] == "tiny"
+    assert records["n_train_pairs"] == {"dense": 3}
+    for method in ("AgentCF B", "AgentCF B+R", "LLMRank (zero-shot)", "Pop (all users)"):
+        _check_interval(records[f"ndcg@10/dense/{method}"], method)

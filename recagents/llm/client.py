@@ -216,10 +216,31 @@ def response_format(schema: dict[str, Any], mode: str) -> dict[str, Any]:
     ``json_schema``; OpenAI and vLLM take ``{"type": "json_schema", "json_schema": ...}``.
     """
     if mode == "json_object":
-        return {"type": "json_object", "schema": schema}
+        return {"type": "json_object", "schema": _clamp_max_length(schema)}
     if mode == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
     raise ValueError(f"unknown structured-output mode {mode!r}")
+
+
+#: Longest string cap sent to a llama.cpp grammar. Measured: llama-cpp-python 0.3.36's server
+#: answers a string ``maxLength`` up to 1,000 but drops the connection at 1,100 and above.
+GRAMMAR_MAX_LENGTH = 1000
+
+
+def _clamp_max_length(schema: Any) -> Any:
+    """A copy of ``schema`` whose string ``maxLength`` caps are at most GRAMMAR_MAX_LENGTH.
+
+    Only what is sent to a llama.cpp server is clamped; replies are still validated against
+    the caller's schema, which the clamped one can only tighten.
+    """
+    if isinstance(schema, dict):
+        clamped = {key: _clamp_max_length(value) for key, value in schema.items()}
+        if isinstance(clamped.get("maxLength"), int):
+            clamped["maxLength"] = min(clamped["maxLength"], GRAMMAR_MAX_LENGTH)
+        return clamped
+    if isinstance(schema, list):
+        return [_clamp_max_length(value) for value in schema]
+    return schema
 
 
 def _retry_after(error: Exception) -> float | None:
