@@ -155,6 +155,11 @@ def write_benchmark_files(split: Split, folder: Path, max_seq_len: int | None) -
                 frame, data_dir / f"data.{part}.inter", ["user_id:token", "item_id:token"]
             )
         return folder
+    if split.valid[USER].duplicated().any() or split.test[USER].duplicated().any():
+        raise BaselineError(
+            "sequential models need at most one valid and one test item per user "
+            "(a leave-one-out split); this split has several"
+        )
     sequences = split.train.groupby(USER, sort=False)[ITEM].agg(list)
     valid_items = split.valid.set_index(USER)[ITEM]
     rows: dict[str, list[tuple[str, str, str]]] = {"train": [], "valid": [], "test": []}
@@ -273,6 +278,86 @@ class Baseline:
                 out[start : start + batch_size] = scores.double().cpu().numpy()
         out[:, 0] = -np.inf
         return out
+
+    def user_scores(self, users: list[str], batch_size: int = 512) -> np.ndarray:
+        """Scores of every item (RecBole's internal order) from the user id alone.
+
+        Unlike :meth:`full_scores` it needs no held-out row per user, so it serves splits
+        with many validation or test items per user (Agent4Rec's random 40/30/30 split).
+        General models only: a sequential model needs a history, not just an id.
+
+        Raises:
+            BaselineError: A sequential model, or a user the model never saw.
+        """
+        import torch
+        from recbole.data.interaction import Interaction
+
+        if self.name in SEQUENTIAL:
+            raise BaselineError(f"{self.name} scores histories, not user ids; use full_scores")
+        uid_field = self.dataset.uid_field
+        known = self.dataset.field2token_id[uid_field]
+        missing = [u for u in users if u not in known]
+        if missing:
+            raise BaselineError(f"{len(missing)} user(s) unknown to the model, e.g. {missing[:3]}")
+        ids = torch.tensor([known[u] for u in users], dtype=torch.long)
+        n_items = self.dataset.item_num
+        out = np.empty((len(users), n_items), dtype=np.float64)
+        self.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(users), batch_size):
+                batch = Interaction({uid_field: ids[start : start + batch_size]})
+                scores = self.model.full_sort_predict(batch.to(self.model.device))
+                out[start : start + batch_size] = scores.view(-1, n_items).double().cpu().numpy()
+        out[:, 0] = -np.inf
+        return out
+
+    def top_k(
+        self, users: list[str], k: int, exclude: pd.DataFrame | None = None, seed: int = 0
+    ) -> pd.DataFrame:
+        """Each user's ``k`` best items by :meth:`user_scores`, never one in ``exclude``.
+
+        Args:
+            users: Users to recommend to.
+            k: List length.
+            exclude: ``[user_id, item_id]`` pairs that must not be recommended.
+            seed: Seeds the tie-break (Pop gives many items the same score).
+
+        Returns:
+            ``[user_id, item_id, score, rank]``, rank 1 first; shorter than ``k`` for a user
+            with fewer eligible items.
+
+        Raises:
+            BaselineError: A user listed twice, or unknown to the model.
+        """
+        if len(set(users)) != len(users):
+            raise BaselineError("top_k: a user is listed more than once")
+        scores = self.user_scores(users)
+        if exclude is not None and len(exclude):
+            row_of = {u: i for i, u in enumerate(users)}
+            mask = exclude[exclude[USER].isin(row_of)]
+            token2id = self.dataset.field2token_id[self.dataset.iid_field]
+            item_ids = mask[ITEM].map(token2id)
+            keep = item_ids.notna().to_numpy()
+            rows = mask[USER].map(row_of).to_numpy()[keep]
+            scores[rows, item_ids.to_numpy()[keep].astype(np.int64)] = -np.inf
+        ties = np.random.default_rng(seed).random(scores.shape)
+        tokens = self.dataset.field2id_token[self.dataset.iid_field]
+        frames = []
+        for i, user in enumerate(users):
+            # Best score first; equal scores in a seeded random order; never an excluded item.
+            order = np.lexsort((ties[i], -scores[i]))
+            order = order[np.isfinite(scores[i, order])][:k]
+            frames.append(
+                pd.DataFrame(
+                    {
+                        USER: user,
+                        ITEM: tokens[order].astype(str),
+                        SCORE: scores[i, order],
+                        RANK: np.arange(1, len(order) + 1, dtype=np.int64),
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
 
     def score(
         self,

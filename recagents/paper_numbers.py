@@ -21,6 +21,7 @@ TAGS = {
     "[reprint]": "reprinted by a later paper",
     "[note]": "a third-party summary: low confidence",
     "[repo-out]": "computed from the official repository's released outputs",
+    "[rerun]": "an independent re-run reported on the official repository: not paper values",
 }
 
 

@@ -36,7 +36,13 @@ from scripted_server import scripted_server as scripted_server  # noqa: F401  (f
 from recagents.config import settings
 from recagents.llm import client as client_module
 from recagents.llm.cache import ResponseCache
-from recagents.llm.client import GRAMMAR_MAX_LENGTH, ChatRequest, LLMClient, response_format
+from recagents.llm.client import (
+    GRAMMAR_MAX_LENGTH,
+    ChatRequest,
+    LLMClient,
+    parse_json_reply,
+    response_format,
+)
 
 SENTINEL = "sk-SENTINEL-4f9a2c71e0"
 MAX_ATTEMPTS = 3
@@ -293,6 +299,12 @@ def test_chat_json_object_mode_for_llama_cpp(
         assert result.ok and result.data == {"choice": 1}
         (body,) = scripted_server.chat_bodies()
         assert body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+
+
+def test_raw_control_characters_inside_strings_are_accepted() -> None:
+    assert parse_json_reply('{"a": "two\nlines\tand a tab"}') == {"a": "two\nlines\tand a tab"}
+    with pytest.raises(json.JSONDecodeError):
+        parse_json_reply('{"a": "unterminated')
 
 
 def test_long_string_caps_are_clamped_for_llama_cpp_grammars() -> None:

@@ -169,3 +169,23 @@ def test_01_agentcf_runs_on_another_atomic_dataset(tiny_path):
     assert records["n_train_pairs"] == {"dense": 3}
     for method in ("AgentCF B", "AgentCF B+R", "LLMRank (zero-shot)", "Pop (all users)"):
         _check_interval(records[f"ndcg@10/dense/{method}"], method)
+
+
+def test_02_agent4rec(smoke_records):
+    records = smoke_records["02_agent4rec"]
+    assert records["profile"] == "smoke"
+    assert records["n_agents"] == 2 and records["recommenders"] == ["Random", "Pop"]
+    assert records["n_sessions"] == 2 * 2, "one session per agent and recommender"
+    assert records["n_exposures"] == 4 * records["n_sessions"], "one page of 4 items each"
+    for ratio in ("1:1", "1:9"):
+        for metric in ("accuracy", "precision", "recall", "f1"):
+            _check_interval(records[f"taste/{ratio}/{metric}"], f"taste {ratio} {metric}")
+    for name in records["recommenders"]:
+        for metric in ("p_view", "p_like"):
+            _check_interval(records[f"engagement/{name}/{metric}"], f"{name} {metric}")
+        assert records[f"engagement/{name}/exit_page"] == [1.0, 1.0, 1.0], "one page at most"
+        satisfaction = records[f"engagement/{name}/satisfaction"]
+        assert all(1 <= v <= 10 for v in satisfaction), "interviews score 1 to 10"
+    assert records["bubble_rounds"] == 2, "round 0 and one retrained round"
+    assert all(isinstance(n, int) and n > 0 for n in records["problems"].values())
+    assert records["prompt_tokens"] > records["completion_tokens"] > 0

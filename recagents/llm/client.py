@@ -204,9 +204,13 @@ def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
 
 
 def parse_json_reply(text: str) -> Any:
-    """Parse a reply that should be JSON, tolerating a Markdown code fence around it."""
+    """Parse a reply that should be JSON, tolerating a code fence and raw control characters.
+
+    Small models under a llama.cpp grammar sometimes put a raw newline inside a string,
+    which strict JSON forbids; the text is still unambiguous, so it is accepted.
+    """
     match = _FENCE.match(text)
-    return json.loads(match.group(1) if match else text)
+    return json.loads(match.group(1) if match else text, strict=False)
 
 
 def response_format(schema: dict[str, Any], mode: str) -> dict[str, Any]:
