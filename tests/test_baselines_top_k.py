@@ -320,3 +320,22 @@ def test_top_k_keeps_distinct_small_scores_in_order(models, users):
 def test_sequential_model_refuses_a_split_with_several_held_out_items(split, cache_dir):
     with pytest.raises(BaselineError, match="one valid and one test item per user"):
         train_baseline("SASRec", split, TrainConfig(epochs=1), progress=False)
+
+
+def test_offline_accuracy_scores_test_items_among_unseen_ones(split, models):
+    """Agent4Rec's offline check: Recall/NDCG@k on test, train and valid items excluded."""
+    from recagents import metrics
+    from recagents.agent4rec.simulate import offline_accuracy
+
+    users = sorted(split.test[USER].unique())
+    table = offline_accuracy(models["Pop"], split, users, k=5, n_boot=50).set_index("metric")
+    seen = pd.concat([split.train, split.valid])
+    ranked = models["Pop"].top_k(users, 5, exclude=seen, seed=101)
+    expected = metrics.ranking_metrics(ranked, split.test, ks=(5,), metrics=("recall", "ndcg"))
+    assert table.loc["recall@5", "mean"] == pytest.approx(expected["recall@5"].mean())
+    assert table.loc["ndcg@5", "n"] == len(users)
+    unmasked = models["Pop"].top_k(users, 5, seed=101)
+    assert not _pairs(ranked) & _pairs(seen), "seen items must not be recommended"
+    assert _pairs(unmasked) & _pairs(seen), "without the mask Pop would recommend seen items"
+    random_table = offline_accuracy(None, split, users, k=5, n_boot=50).set_index("metric")
+    assert 0.0 <= random_table.loc["recall@5", "mean"] <= 1.0

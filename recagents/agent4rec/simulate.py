@@ -46,6 +46,8 @@ __all__ = [
     "simulate",
     "RECOMMENDERS",
     "exposure_mask",
+    "feedback_rounds",
+    "offline_accuracy",
     "feedback_interactions",
     "rank_for_agents",
     "random_ranking",
@@ -943,3 +945,80 @@ def with_feedback(split: Split, feedback: pd.DataFrame, label: str) -> Split:
     train = pd.concat([split.train, added[split.train.columns]], ignore_index=True)
     train = train.drop_duplicates([USER, ITEM], keep="first").reset_index(drop=True)
     return Split(train=train, valid=split.valid, test=split.test, name=f"{split.name}+{label}")
+
+
+def offline_accuracy(
+    model: Any,
+    split: Split,
+    users: Sequence[str],
+    k: int = 20,
+    seed: int = 101,
+    n_boot: int = 1000,
+) -> pd.DataFrame:
+    """Recall@k and NDCG@k of a recommender on the test split (the paper's offline check).
+
+    Each user's list excludes their train and valid items; ``model=None`` is Random.
+
+    Returns:
+        ``[metric, mean, low, high, n]`` with 95% bootstrap intervals over users.
+    """
+    from recagents import metrics
+
+    if model is None:
+        ranked = random_ranking(split, users, k, seed=seed)
+    else:
+        seen = pd.concat([split.train, split.valid])[[USER, ITEM]]
+        ranked = model.top_k(list(users), k, exclude=seen, seed=seed)
+    per_user = metrics.ranking_metrics(
+        ranked, split.test[[USER, ITEM]], ks=(k,), metrics=("recall", "ndcg")
+    )
+    return metrics.summarize(per_user, n_boot=n_boot, seed=seed)
+
+
+def feedback_rounds(
+    name: str,
+    split: Split,
+    agents: dict[str, Agent],
+    exposures: pd.DataFrame,
+    ranked: pd.DataFrame,
+    rounds: int,
+    lines: dict[str, str],
+    sentences: dict[str, dict[int, str]],
+    config: Agent4RecConfig | None = None,
+    client: LLMClient | None = None,
+    log: SimulationLog | None = None,
+    train: Any = None,
+) -> pd.DataFrame:
+    """The filter-bubble loop: add what the agents viewed, retrain, recommend, simulate again.
+
+    Args:
+        name: The recommender (one of :data:`RECOMMENDERS`).
+        split: The original split.
+        agents: The agents.
+        exposures: Round 0's exposures of this recommender.
+        ranked: Round 0's lists.
+        rounds: Retraining rounds after round 0.
+        lines: Item text by id.
+        sentences: Trait sentences.
+        config: Settings.
+        client: LLM client.
+        log: Where calls are counted.
+        train: Training settings of the recommender.
+
+    Returns:
+        Every round's lists, ``[user_id, item_id, score, rank, round]``.
+    """
+    config = config or Agent4RecConfig()
+    users = sorted(ranked[USER].unique())
+    recommended = [ranked.assign(round=0)]
+    current, shown = split, exposures
+    for round_index in range(1, rounds + 1):
+        extra = feedback_interactions(shown, "viewed", seed=config.seed)
+        current = with_feedback(current, extra, f"bubble{round_index}")
+        lists, _ = rank_for_agents(name, current, users, config.list_length, train, config.seed)
+        recommended.append(lists.assign(round=round_index))
+        if round_index < rounds:
+            shown, _ = simulate(
+                agents, lists, lines, sentences, f"{name} round {round_index}", config, client, log
+            )
+    return pd.concat(recommended, ignore_index=True)
