@@ -311,6 +311,65 @@ class Baseline:
         out[:, 0] = -np.inf
         return out
 
+    def sequence_scores(self, histories: list[list[str]], batch_size: int = 512) -> np.ndarray:
+        """Scores of every item (RecBole's internal order) after each given item history.
+
+        A sequential model scores any history, not only the rows of its own split: AFL's
+        tool model scores the history each agent sees. Histories are oldest first; only the
+        last ``MAX_ITEM_LIST_LENGTH`` items count, as in training.
+
+        Raises:
+            BaselineError: A general model, an empty history, or an item the model never saw.
+        """
+        import torch
+        from recbole.data.interaction import Interaction
+
+        if self.name not in SEQUENTIAL:
+            raise BaselineError(f"{self.name} scores user ids, not histories; use user_scores")
+        token2id = self.dataset.field2token_id[self.dataset.iid_field]
+        max_len = int(self.model.max_seq_length)
+        ids = np.zeros((len(histories), max_len), dtype=np.int64)
+        lengths = np.zeros(len(histories), dtype=np.int64)
+        for row, history in enumerate(histories):
+            if not history:
+                raise BaselineError(f"history {row} is empty; a sequential model needs one item")
+            unknown = [item for item in history if item not in token2id]
+            if unknown:
+                raise BaselineError(f"history {row} holds items the model never saw: {unknown[:3]}")
+            recent = [token2id[item] for item in history][-max_len:]
+            # RecBole keeps histories left-aligned, padded with 0 at the end.
+            ids[row, : len(recent)] = recent
+            lengths[row] = len(recent)
+        n_items = self.dataset.item_num
+        out = np.empty((len(histories), n_items), dtype=np.float64)
+        self.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(histories), batch_size):
+                batch = Interaction(
+                    {
+                        self.model.ITEM_SEQ: torch.from_numpy(ids[start : start + batch_size]),
+                        self.model.ITEM_SEQ_LEN: torch.from_numpy(
+                            lengths[start : start + batch_size]
+                        ),
+                    }
+                )
+                scores = self.model.full_sort_predict(batch.to(self.model.device))
+                out[start : start + batch_size] = scores.view(-1, n_items).double().cpu().numpy()
+        out[:, 0] = -np.inf
+        return out
+
+    def item_index(self, items: list[str], unknown: int | None = None) -> np.ndarray:
+        """Column of each item in the score matrices (RecBole's internal ids).
+
+        Args:
+            items: Item ids.
+            unknown: Column given to an item the model never saw; ``None`` raises instead.
+        """
+        if unknown is None:
+            return self._item_ids(pd.Series(items, dtype=object))
+        token2id = self.dataset.field2token_id[self.dataset.iid_field]
+        return np.array([token2id.get(item, unknown) for item in items], dtype=np.int64)
+
     def top_k(
         self, users: list[str], k: int, exclude: pd.DataFrame | None = None, seed: int = 0
     ) -> pd.DataFrame:

@@ -17,6 +17,7 @@ import pandas as pd
 
 #: What each confidence tag means, for a caption under a table.
 TAGS = {
+    "[paper]": "stated in the paper itself (its arXiv abstract)",
     "[paper-copy]": "a verbatim third-party copy of the paper",
     "[reprint]": "reprinted by a later paper",
     "[note]": "a third-party summary: low confidence",

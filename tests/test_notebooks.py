@@ -189,3 +189,24 @@ def test_02_agent4rec(smoke_records):
     assert records["bubble_rounds"] == 2, "round 0 and one retrained round"
     assert all(isinstance(n, int) and n > 0 for n in records["problems"].values())
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
+
+
+def test_03_afl(smoke_records):
+    records = smoke_records["03_afl"]
+    assert records["profile"] == "smoke"
+    assert records["n_samples"] == 3 and records["max_rounds"] == 2
+    # SASRec over 20 candidates on all 943 test users: chance is 1/20; one epoch is far above.
+    assert records["tool_hr1_all"] > 0.1
+    for method in ("SASRec (tool alone)", "Rec Agent (1 round)", "AFL (2 rounds)"):
+        _check_interval(records[f"hr1/{method}"], method)
+    assert records["curve/1"] == records["hr1/Rec Agent (1 round)"][0], "limit 1 = single agent"
+    assert records["curve/2"] == records["hr1/AFL (2 rounds)"][0]
+    assert sum(records["stops"].values()) == records["n_samples"], "every dialogue ends once"
+    assert records["n_judgements"] == 2 * 20, "two agents judge the 20 items of one 1:1 set"
+    for agent in ("User Agent", "AFL"):
+        for metric in ("accuracy", "precision", "recall", "f1"):
+            assert 0 <= records[f"sim/1:1/{agent}/{metric}"] <= 1
+    # Each dialogue asks 1-2 calls per round; step 1 likewise; 40 judgements; plus the ablation.
+    assert records["calls"] >= 3 + 1 + 40
+    assert records["prompt_tokens"] > records["completion_tokens"] > 0
+
