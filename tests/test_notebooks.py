@@ -14,6 +14,8 @@ import nbformat
 import papermill
 import pytest
 
+from recagents.columns import GENRES, YEAR
+from recagents.data import load_dataset
 from recagents.notebook import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,3 +212,24 @@ def test_03_afl(smoke_records):
     assert records["calls"] >= 3 + 1 + 40
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
 
+
+def test_04_interecagent(smoke_records):
+    records = smoke_records["04_interecagent"]
+    assert records["profile"] == "smoke"
+    assert records["n_sessions"] == 2 and records["max_turns"] == 2
+    # The hand-written plan's hard filter keeps exactly the thrillers released after 1990.
+    items = load_dataset("ml-100k").items
+    thrillers = items[items[GENRES].map(lambda g: "Thriller" in g) & (items[YEAR] > 1990)]
+    sizes = records["by_hand_plan_sizes"]
+    assert sizes[0] == len(thrillers)
+    assert sizes == sorted(sizes, reverse=True), "each tool narrows the candidate bus"
+    for method in ("InteRecAgent", "LLM only", *records["ablations"]):
+        for rule in ("id", "fuzzy"):
+            result = records[f"sessions/{method}/{rule}"]
+            _check_interval(result["hit"], f"{method} {rule}")
+            assert 1 <= result["at"] <= records["max_turns"] + 1 and result["n"] == 2
+        assert 1 <= records["turns"][method] <= 2 * 2
+    for task in ("recall", "ndcg"):
+        for method in ("InteRecAgent", "LLM only", "Random", "Pop"):
+            _check_interval(records[f"one_turn/{task}/{method}"], f"{method} {task}")
+    assert records["prompt_tokens"] > records["completion_tokens"] > 0
