@@ -59,6 +59,7 @@ __all__ = [
     "malformed_body",
     "reply",
     "scripted_server",
+    "sequential_client",
     "sleep",
     "status",
 ]
@@ -535,6 +536,40 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def sequential_client(url: str, cache_dir: Any, max_attempts: int = 2, max_reasks: int = 1) -> Any:
+    """An :class:`~recagents.llm.client.LLMClient` for the scripted server, one request at once.
+
+    Used by the tests of the agents' loops: with concurrency 1 and no cache, the scripted
+    replies are consumed in exactly the order the stages ask; retries, re-asks and backoff
+    are small so that a fault costs milliseconds.
+    """
+    import dataclasses
+
+    from recagents.config import settings
+    from recagents.llm.client import LLMClient
+
+    config = dataclasses.replace(
+        settings(),
+        cache_dir=cache_dir,
+        llm_base_url=None,
+        llm_model=None,
+        llm_concurrency=1,
+        llm_max_attempts=max_attempts,
+        llm_max_reasks=max_reasks,
+        llm_timeout_s=2.0,
+        llm_structured="auto",
+    )
+    return LLMClient(
+        base_url=url,
+        model="scripted",
+        api_key="sk-test-not-a-real-key",
+        config=config,
+        cache=False,
+        backoff_base_s=0.01,
+        backoff_max_s=0.02,
+    )
 
 
 @pytest.fixture

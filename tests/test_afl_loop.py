@@ -14,17 +14,15 @@ Caching is off and retries and backoff are small, so the whole file takes second
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 
 import pytest
-from scripted_server import ScriptedServer, closed_port_url, reply, status
+from scripted_server import ScriptedServer, closed_port_url, reply, sequential_client, status
 
 from recagents.afl import AFLConfig, Sample, feedback_loop, predictions, stop_counts
 from recagents.agentcf import RunLog
 from recagents.columns import ITEM, USER
-from recagents.config import settings
 from recagents.llm.client import LLMClient
 
 MAX_ATTEMPTS = 2
@@ -64,26 +62,7 @@ def _titles(samples) -> dict[str, str]:
 
 
 def _client(url: str, tmp_path) -> LLMClient:
-    config = dataclasses.replace(
-        settings(),
-        cache_dir=tmp_path,
-        llm_base_url=None,
-        llm_model=None,
-        llm_concurrency=1,
-        llm_max_attempts=MAX_ATTEMPTS,
-        llm_max_reasks=MAX_REASKS,
-        llm_timeout_s=2.0,
-        llm_structured="auto",
-    )
-    return LLMClient(
-        base_url=url,
-        model="scripted",
-        api_key="sk-test-not-a-real-key",
-        config=config,
-        cache=False,
-        backoff_base_s=0.01,
-        backoff_max_s=0.02,
-    )
+    return sequential_client(url, tmp_path, MAX_ATTEMPTS, MAX_REASKS)
 
 
 def _run(server_url, tmp_path, samples, config=CONFIG, **kwargs):

@@ -229,6 +229,10 @@ def test_04_interecagent(smoke_records):
             _check_interval(result["hit"], f"{method} {rule}")
             assert 1 <= result["at"] <= records["max_turns"] + 1 and result["n"] == 2
         assert 1 <= records["turns"][method] <= 2 * 2
+    if "with profile memory" in records["ablations"]:  # one extraction call per turn
+        assert records["profile_calls"] == records["turns"]["with profile memory"]
+    else:
+        assert records["profile_calls"] == 0
     for task in ("recall", "ndcg"):
         for method in ("InteRecAgent", "LLM only", "Random", "Pop"):
             _check_interval(records[f"one_turn/{task}/{method}"], f"{method} {task}")

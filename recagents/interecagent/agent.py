@@ -53,8 +53,10 @@ from recagents.interecagent.tools import (
     PlanStep,
     StepRecord,
     ToolContext,
+    ToolError,
     execute_plan,
     execute_step,
+    parse_rank_input,
     validate_plan,
 )
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
@@ -75,12 +77,17 @@ __all__ = [
     "llm_only_messages",
     "llm_only_schema",
     "llm_only_turns",
+    "ProfileUpdate",
+    "merge_profile",
     "parse_critic_reply",
+    "parse_profile_reply",
     "parse_llm_only_reply",
     "parse_planner_reply",
     "parse_react_reply",
     "planner_messages",
     "planner_schema",
+    "profile_messages",
+    "profile_schema",
     "react_messages",
     "react_schema",
     "run_turns",
@@ -141,6 +148,12 @@ class InteRecConfig:
         critic_max_tokens: Most generated tokens of a critic reply.
         summariser_max_tokens: Most generated tokens of a summary.
         llm_only_max_tokens: Most generated tokens of the LLM-only baseline's reply.
+        profile_memory: Keep a profile of the titles the user says they like and dislike
+            (one LLM extraction call per turn, before the planner), show it to the planner
+            and the critic, and merge it into every rank step's ``prefer`` / ``unwanted``
+            (the paper's optional long-term memory; off in its released code).
+        profile_titles: Most titles per list of one extraction reply.
+        profile_max_tokens: Most generated tokens of one extraction reply.
         seed: Sampling seed sent with every request.
     """
 
@@ -168,6 +181,9 @@ class InteRecConfig:
     critic_max_tokens: int = 200
     summariser_max_tokens: int = 200
     llm_only_max_tokens: int = 200
+    profile_memory: bool = False
+    profile_titles: int = 5
+    profile_max_tokens: int = 120
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -178,7 +194,13 @@ class InteRecConfig:
         for name in ("num_demos", "max_reflections", "history_turns"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be non-negative, got {getattr(self, name)}")
-        for name in ("map_n", "react_max_iterations", "message_chars", "answer_chars"):
+        for name in (
+            "map_n",
+            "react_max_iterations",
+            "message_chars",
+            "answer_chars",
+            "profile_titles",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
@@ -489,12 +511,15 @@ def _context_lines(
     advice: str | None,
     notes: str | None,
     config: InteRecConfig,
+    profile: str | None = None,
 ) -> list[str]:
     lines = [
         "Conversation so far:",
         _dialogue_text(dialogue, config.history_turns, config.message_chars),
         "",
     ]
+    if profile:
+        lines += [profile, ""]
     if advice:
         lines += [f"A reviewer read your previous attempt at this message and advises: {advice}"]
         lines.append("")
@@ -536,6 +561,7 @@ def planner_messages(
     dialogue: Sequence[tuple[str, str]] = (),
     advice: str | None = None,
     notes: str | None = None,
+    profile: str | None = None,
 ) -> list[dict[str, str]]:
     """The plan-first planner's prompt for one user message.
 
@@ -551,6 +577,7 @@ def planner_messages(
         dialogue: Earlier messages as ``(speaker, text)``, speaker ``"user"`` or ``"agent"``.
         advice: The critic's advice on the previous attempt at this message, if any.
         notes: Extra instructions for this request (e.g. the one-turn ranking task).
+        profile: The remembered likes and dislikes (:meth:`AgentSession.profile_text`).
     """
     system = _planner_intro(table_description, config) + [
         "",
@@ -559,7 +586,7 @@ def planner_messages(
         '"", "plan": [{"tool_name": "<tool>", "input": <its input>}, ...]}.',
     ]
     user = _demo_lines(demos, "Examples of messages and good replies:")
-    user += _context_lines(request, dialogue, advice, notes, config)
+    user += _context_lines(request, dialogue, advice, notes, config, profile)
     user.append("Your reply (JSON):")
     return [
         {"role": "system", "content": "\n".join(system)},
@@ -629,13 +656,15 @@ def critic_messages(
     reply: str,
     dialogue: Sequence[tuple[str, str]] = (),
     config: InteRecConfig | None = None,
+    profile: str | None = None,
 ) -> list[dict[str, str]]:
     """The critic's prompt: did the agent's tool use and reply serve the user's message?
 
     Following the paper's critic, it sees the tools, the dialogue, the request, the tool
     execution track and the reply, and checks the tool inputs (too strict or too loose SQL,
     wrong seed titles, wrong ``prefer`` / ``unwanted``), missing or needless tools, and
-    whether enough matching items came back.
+    whether enough matching items came back. With profile memory it also sees the
+    remembered likes and dislikes.
     """
     config = config or InteRecConfig()
     d = config.domain
@@ -662,6 +691,7 @@ def critic_messages(
             "Conversation before this message:",
             _dialogue_text(dialogue, config.history_turns, config.message_chars),
             "",
+            *([profile, ""] if profile else []),
             f"The user's message: {request}",
             "",
             track_text,
@@ -750,6 +780,7 @@ def react_messages(
     dialogue: Sequence[tuple[str, str]] = (),
     advice: str | None = None,
     notes: str | None = None,
+    profile: str | None = None,
 ) -> list[dict[str, str]]:
     """The step-by-step agent's prompt: choose the next tool (or finish) after ``steps``.
 
@@ -762,6 +793,7 @@ def react_messages(
         dialogue: Earlier messages as ``(speaker, text)``.
         advice: The critic's advice on the previous attempt, if any.
         notes: Extra instructions for this request.
+        profile: The remembered likes and dislikes (:meth:`AgentSession.profile_text`).
     """
     system = _planner_intro(table_description, config) + [
         "",
@@ -773,7 +805,7 @@ def react_messages(
         f"to answer without tools.",
     ]
     user = _demo_lines(demos, "Examples of messages and the steps that serve them:")
-    user += _context_lines(request, dialogue, advice, notes, config)
+    user += _context_lines(request, dialogue, advice, notes, config, profile)
     user.append("")
     user.append("Steps so far:")
     if not steps:
@@ -850,6 +882,103 @@ def parse_llm_only_reply(data: Any) -> list[str] | None:
     return [t.strip() for t in data["titles"] if isinstance(t, str) and t.strip()]
 
 
+def profile_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
+    """The profile extractor's reply: ``{"likes": [titles], "dislikes": [titles]}``."""
+    config = config or InteRecConfig()
+    titles = {
+        "type": "array",
+        "items": {"type": "string", "maxLength": 120},
+        "maxItems": config.profile_titles,
+    }
+    return {
+        "type": "object",
+        "properties": {"likes": titles, "dislikes": titles},
+        "required": ["likes", "dislikes"],
+        "additionalProperties": False,
+    }
+
+
+def profile_messages(
+    request: str,
+    dialogue: Sequence[tuple[str, str]] = (),
+    profile: str | None = None,
+    config: InteRecConfig | None = None,
+) -> list[dict[str, str]]:
+    """The profile extractor's prompt: which titles does the newest message like or reject?
+
+    Following the paper's optional user-profile memory, an LLM reads the dialogue and the
+    new message and lists the items the user states a liking or a dislike for; only titles
+    the user names count (genres and the assistant's suggestions do not).
+    """
+    config = config or InteRecConfig()
+    d = config.domain
+    system = (
+        f"You keep notes on the taste of a user of {_article(d)} {d} recommendation "
+        f"assistant. From the user's newest message, list the {d}s the user says they like, "
+        f"loved or enjoyed, and the {d}s the user says they dislike or do not want. Only "
+        f"titles the user names in that message count: no genres, and not the assistant's "
+        f"suggestions unless the user accepts or rejects them by name. Leave a list empty "
+        f'when there is nothing for it. Reply with JSON: {{"likes": ["<title>", ...], '
+        f'"dislikes": ["<title>", ...]}}.'
+    )
+    user = [
+        "Conversation so far:",
+        _dialogue_text(dialogue, config.history_turns, config.message_chars),
+        "",
+    ]
+    if profile:
+        user += [profile, ""]
+    user += [f"The user's newest message: {request}", "Your notes (JSON):"]
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(user)}]
+
+
+def parse_profile_reply(data: Any) -> tuple[list[str], list[str]] | None:
+    """``(likes, dislikes)`` titles of an extraction reply, or ``None`` if unusable."""
+    if not isinstance(data, dict):
+        return None
+    lists = []
+    for key in ("likes", "dislikes"):
+        value = data.get(key)
+        if not isinstance(value, list):
+            return None
+        lists.append([t.strip() for t in value if isinstance(t, str) and t.strip()])
+    return lists[0], lists[1]
+
+
+def merge_profile(
+    plan: Sequence[dict[str, Any]],
+    likes: Sequence[str],
+    dislikes: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The plan with the remembered titles added to every rank step's prefer / unwanted.
+
+    As in the paper's profile memory, what the user said earlier joins what the planner
+    wrote for this turn (the planner's titles first, no title twice); a rank input that
+    cannot be read is left as it is, so the executor reports it. Steps other than rank are
+    unchanged.
+
+    Args:
+        plan: Validated steps ``{tool_name, input}``.
+        likes: Titles the user said they like (go to ``prefer``).
+        dislikes: Titles the user said they do not want (go to ``unwanted``).
+    """
+    merged = []
+    for step in plan:
+        step = dict(step)
+        if step.get("tool_name") == "rank" and (likes or dislikes):
+            try:
+                value = parse_rank_input(step.get("input"))
+            except ToolError:
+                merged.append(step)
+                continue
+            for key, extra in (("prefer", likes), ("unwanted", dislikes)):
+                seen = {t.casefold() for t in value[key]}
+                value[key] = list(value[key]) + [t for t in extra if t.casefold() not in seen]
+            step["input"] = value
+        merged.append(step)
+    return merged
+
+
 # --------------------------------------------------------------------------- sessions
 
 
@@ -903,6 +1032,9 @@ class TurnResult:
         unmatched: LLM-only titles that matched no item.
         titles: LLM-only titles as written.
         prompts: Kept ``(role, prompt, reply)`` triples for a teaching trace.
+        profile_failures: Profile extraction replies that could not be used (the profile
+            stayed as it was).
+        profile_update: What this turn's message added to the profile (profile memory).
     """
 
     session_id: str
@@ -919,6 +1051,8 @@ class TurnResult:
     unmatched: int = 0
     titles: list[str] = field(default_factory=list)
     prompts: list[tuple[str, str, str]] = field(default_factory=list)
+    profile_failures: int = 0
+    profile_update: ProfileUpdate | None = None
 
     @property
     def tracks(self) -> list[ExecutionTrack]:
@@ -936,6 +1070,21 @@ class TurnResult:
         return self.attempts[-1].bus_after if self.attempts else []
 
 
+@dataclass(frozen=True)
+class ProfileUpdate:
+    """What one message changed in the remembered profile.
+
+    Attributes:
+        likes: Ids newly remembered as liked.
+        dislikes: Ids newly remembered as not wanted.
+        unmatched: Titles the extractor wrote that matched no item (not remembered).
+    """
+
+    likes: tuple[str, ...] = ()
+    dislikes: tuple[str, ...] = ()
+    unmatched: tuple[str, ...] = ()
+
+
 @dataclass
 class AgentSession:
     """One conversation's agent state: its own candidate bus and its dialogue memory.
@@ -946,12 +1095,16 @@ class AgentSession:
             ranker are shared with every other session).
         dialogue: ``(speaker, text)`` messages so far, speaker ``"user"`` or ``"agent"``.
         turns: The :class:`TurnResult` of every turn.
+        likes: Ids the user said they like, oldest first (profile memory).
+        dislikes: Ids the user said they do not want, oldest first (profile memory).
     """
 
     session_id: str
     ctx: ToolContext
     dialogue: list[tuple[str, str]] = field(default_factory=list)
     turns: list[TurnResult] = field(default_factory=list)
+    likes: list[str] = field(default_factory=list)
+    dislikes: list[str] = field(default_factory=list)
 
     @classmethod
     def start(cls, session_id: str, ctx: ToolContext, map_n: int | None = None) -> AgentSession:
@@ -983,6 +1136,49 @@ class AgentSession:
         self.dialogue += [("user", result.user_text), ("agent", result.reply)]
         self.turns.append(result)
 
+    def update_profile(self, likes: Sequence[str], dislikes: Sequence[str]) -> ProfileUpdate:
+        """Ground stated likes and dislikes to item ids and remember them.
+
+        Titles are matched with :meth:`ItemTable.match_titles` (the context's threshold);
+        what matches nothing is reported, not remembered. The latest statement wins: a
+        title liked now leaves the dislikes, and the other way round.
+        """
+        added: dict[str, list[str]] = {"likes": [], "dislikes": []}
+        unmatched: list[str] = []
+        for key, titles, other in (
+            ("likes", likes, self.dislikes),
+            ("dislikes", dislikes, self.likes),
+        ):
+            kept: list[str] = getattr(self, key)
+            for match in self.ctx.table.match_titles(list(titles), self.ctx.title_min_score):
+                if match.item_id is None:
+                    unmatched.append(match.query)
+                    continue
+                if match.item_id in other:
+                    other.remove(match.item_id)
+                if match.item_id not in kept:
+                    kept.append(match.item_id)
+                    added[key].append(match.item_id)
+        return ProfileUpdate(tuple(added["likes"]), tuple(added["dislikes"]), tuple(unmatched))
+
+    def profile_titles(self) -> tuple[list[str], list[str]]:
+        """The remembered likes and dislikes as display titles (``"Fargo (1996)"``)."""
+        table = self.ctx.table
+        return (
+            [table.display_title(i) for i in self.likes],
+            [table.display_title(i) for i in self.dislikes],
+        )
+
+    def profile_text(self) -> str | None:
+        """The profile as prompt lines, or ``None`` while it is empty."""
+        likes, dislikes = self.profile_titles()
+        if not likes and not dislikes:
+            return None
+        lines = ["What the user has said about their taste so far:"]
+        lines.append("- likes: " + ("; ".join(likes) if likes else "(nothing named)"))
+        lines.append("- does not want: " + ("; ".join(dislikes) if dislikes else "(nothing named)"))
+        return "\n".join(lines)
+
 
 class _Turn:
     """The working state of one session's turn inside :func:`run_turns`."""
@@ -1003,6 +1199,16 @@ class _Turn:
         self.prompts: list[tuple[str, str, str]] = []
         self.bus_start = copy.deepcopy(session.ctx.bus) if persistent else None
         self.memory = list(session.dialogue)
+        self.profile: str | None = None
+        self.profile_failures = 0
+        self.profile_update: ProfileUpdate | None = None
+
+    def with_profile(self, plan: Sequence[dict[str, Any]], config: InteRecConfig) -> list[dict]:
+        """The plan with the session's remembered profile merged in (profile memory only)."""
+        if not config.profile_memory:
+            return [dict(step) for step in plan]
+        likes, dislikes = self.session.profile_titles()
+        return merge_profile(plan, likes, dislikes)
 
     @property
     def ctx(self) -> ToolContext:
@@ -1038,21 +1244,41 @@ def _track_for_critic(attempt: Attempt) -> str:
     return attempt.track.as_text()
 
 
-def _requests(
-    turns: Sequence[_Turn], messages: Sequence[list[dict[str, str]]], schema: dict[str, Any],
-    temperature: float, max_tokens: int, seed: int,
-) -> list[ChatRequest]:  # fmt: skip
-    return [
-        ChatRequest(
-            messages=m,
-            schema=schema,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            seed=seed,
-            tag=t.session.session_id,
-        )
-        for t, m in zip(turns, messages, strict=True)
-    ]
+@dataclass(frozen=True)
+class _Stage:
+    """Where one stage's calls go: the client, the log and the phase label."""
+
+    config: InteRecConfig
+    client: LLMClient
+    log: RunLog
+    phase: str
+
+    def ask(
+        self,
+        kind: str,
+        turns: Sequence[_Turn],
+        messages: Sequence[list[dict[str, str]]],
+        schema: dict[str, Any],
+        temperature: float,
+        max_tokens: int,
+    ) -> list[ChatResult]:
+        """Send one request per turn in one batch; log every call and keep it on its turn."""
+        requests = [
+            ChatRequest(
+                messages=m,
+                schema=schema,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=self.config.seed,
+                tag=t.session.session_id,
+            )
+            for t, m in zip(turns, messages, strict=True)
+        ]
+        results = self.client.map(requests, desc=f"{self.phase}: {kind}")
+        self.log.add_calls(self.phase, kind, results)
+        for turn, request, result in zip(turns, requests, results, strict=True):
+            turn.record(kind, request, result)
+        return results
 
 
 def _describer() -> Callable[[ItemTable], str]:
@@ -1067,16 +1293,9 @@ def _describer() -> Callable[[ItemTable], str]:
     return describe
 
 
-def _plan_first_round(
-    turns: Sequence[_Turn],
-    notes: dict[str, str],
-    config: InteRecConfig,
-    client: LLMClient,
-    log: RunLog,
-    phase: str,
-) -> None:
+def _plan_first_round(turns: Sequence[_Turn], notes: dict[str, str], stage: _Stage) -> None:
     """One planner call per turn (one batch), then each plan runs on its session's bus."""
-    schema = planner_schema(config)
+    config = stage.config
     describe = _describer()
     messages = [
         planner_messages(
@@ -1087,15 +1306,13 @@ def _plan_first_round(
             t.memory,
             t.advice,
             notes.get(t.session.session_id),
+            t.profile,
         )
         for t in turns
     ]
-    requests = _requests(turns, messages, schema, config.planner_temperature,
-                         config.planner_max_tokens, config.seed)  # fmt: skip
-    results = client.map(requests, desc=f"{phase}: planner")
-    log.add_calls(phase, "planner", results)
-    for turn, request, result in zip(turns, requests, results, strict=True):
-        turn.record("planner", request, result)
+    results = stage.ask("planner", turns, messages, planner_schema(config),
+                        config.planner_temperature, config.planner_max_tokens)  # fmt: skip
+    for turn, result in zip(turns, results, strict=True):
         if not result.ok:
             turn.plan_failures += 1
             turn.attempts.append(
@@ -1118,7 +1335,7 @@ def _plan_first_round(
             )
             continue
         turn.restore_bus(config.persistent_bus)
-        plan = [dict(step) for step in parsed.plan]
+        plan = turn.with_profile(parsed.plan, config)
         track = execute_plan(plan, turn.ctx, reset_bus=False)
         attempt = Attempt("plan", plan=plan, track=track, advice_in=turn.advice)
         attempt.bus_after = list(turn.ctx.bus.ids)
@@ -1135,22 +1352,17 @@ def _plan_first_round(
         turn.attempts.append(attempt)
 
 
-def _react_round(
-    turns: Sequence[_Turn],
-    notes: dict[str, str],
-    config: InteRecConfig,
-    client: LLMClient,
-    log: RunLog,
-    phase: str,
-) -> None:
+def _react_round(turns: Sequence[_Turn], notes: dict[str, str], stage: _Stage) -> None:
     """Step-by-step attempts for every turn, one batched LLM call per iteration.
 
     Each step is validated with the steps before it (an invalid one is not run; its problems
     are the observation) and run on the bus as it is. A turn ends at ``finish``, after
     map_titles, on an unusable reply or after ``react_max_iterations`` steps. When tools ran,
     the reply is their output (map_titles is added if missing), as in plan-first mode;
-    otherwise the ``finish`` text is a direct answer.
+    otherwise the ``finish`` text is a direct answer. With profile memory, the remembered
+    likes and dislikes join every rank step's input before it is checked and run.
     """
+    config = stage.config
     schema = react_schema(config)
     state: dict[int, dict[str, Any]] = {}
     for turn in turns:
@@ -1172,16 +1384,14 @@ def _react_round(
                 t.memory,
                 t.advice,
                 notes.get(t.session.session_id),
+                t.profile,
             )
             for t in active
         ]
-        requests = _requests(active, messages, schema, config.planner_temperature,
-                             config.react_max_tokens, config.seed)  # fmt: skip
-        results = client.map(requests, desc=f"{phase}: react step")
-        log.add_calls(phase, "react", results)
+        results = stage.ask("react", active, messages, schema, config.planner_temperature,
+                            config.react_max_tokens)  # fmt: skip
         still = []
-        for turn, request, result in zip(active, requests, results, strict=True):
-            turn.record("react", request, result)
+        for turn, result in zip(active, results, strict=True):
             run = state[id(turn)]
             if not result.ok:
                 turn.plan_failures += 1
@@ -1196,7 +1406,8 @@ def _react_round(
             if action == "finish":
                 run["answer"] = value if isinstance(value, str) else json.dumps(value)
                 continue
-            step = {"tool_name": action, "input": value}
+            step = turn.with_profile([{"tool_name": action, "input": value}], config)[0]
+            action, value = step["tool_name"], step["input"]
             number = len(run["steps"]) + 1
             problems = [
                 p
@@ -1253,26 +1464,26 @@ def _react_round(
         turn.attempts.append(attempt)
 
 
-def _critic_round(
-    turns: Sequence[_Turn], config: InteRecConfig, client: LLMClient, log: RunLog, phase: str
-) -> list[_Turn]:
+def _critic_round(turns: Sequence[_Turn], stage: _Stage) -> list[_Turn]:
     """Review every turn's latest attempt in one batch; return those the critic rejected."""
     if not turns:
         return []
-    schema = critic_schema(config)
+    config = stage.config
     messages = [
         critic_messages(
-            t.text, _track_for_critic(t.attempts[-1]), t.attempts[-1].reply, t.memory, config
+            t.text,
+            _track_for_critic(t.attempts[-1]),
+            t.attempts[-1].reply,
+            t.memory,
+            config,
+            t.profile,
         )  # fmt: skip
         for t in turns
     ]
-    requests = _requests(turns, messages, schema, config.critic_temperature,
-                         config.critic_max_tokens, config.seed)  # fmt: skip
-    results = client.map(requests, desc=f"{phase}: critic")
-    log.add_calls(phase, "critic", results)
+    results = stage.ask("critic", turns, messages, critic_schema(config),
+                        config.critic_temperature, config.critic_max_tokens)  # fmt: skip
     rejected = []
-    for turn, request, result in zip(turns, requests, results, strict=True):
-        turn.record("critic", request, result)
+    for turn, result in zip(turns, results, strict=True):
         attempt = turn.attempts[-1]
         verdict, advice = parse_critic_reply(result.data) if result.ok else (None, "")
         attempt.verdict, attempt.advice = verdict, advice or None
@@ -1285,26 +1496,40 @@ def _critic_round(
     return rejected
 
 
-def _summarise(
-    turns: Sequence[_Turn], config: InteRecConfig, client: LLMClient, log: RunLog, phase: str
-) -> None:
+def _summarise(turns: Sequence[_Turn], stage: _Stage) -> None:
     chosen = [t for t in turns if t.attempts[-1].kind == "plan"]
     if not chosen:
         return
-    schema = summariser_schema(config)
+    config = stage.config
     messages = [
         summariser_messages(t.text, t.attempts[-1].track.as_text(), t.memory, config)
         for t in chosen
     ]
-    requests = _requests(chosen, messages, schema, config.summariser_temperature,
-                         config.summariser_max_tokens, config.seed)  # fmt: skip
-    results = client.map(requests, desc=f"{phase}: summariser")
-    log.add_calls(phase, "summariser", results)
-    for turn, request, result in zip(chosen, requests, results, strict=True):
-        turn.record("summariser", request, result)
+    results = stage.ask("summariser", chosen, messages, summariser_schema(config),
+                        config.summariser_temperature, config.summariser_max_tokens)  # fmt: skip
+    for turn, result in zip(chosen, results, strict=True):
         reply = result.data.get("reply") if result.ok and isinstance(result.data, dict) else None
         if isinstance(reply, str) and reply.strip():
             turn.attempts[-1].reply = reply.strip()
+
+
+def _profile_round(turns: Sequence[_Turn], stage: _Stage) -> None:
+    """One profile extraction per turn (one batch) before planning; update each session.
+
+    An unusable reply is a counted profile failure and leaves the profile as it was; the
+    turn goes on with what was remembered before.
+    """
+    config = stage.config
+    messages = [profile_messages(t.text, t.memory, t.session.profile_text(), config) for t in turns]
+    results = stage.ask("profile", turns, messages, profile_schema(config), 0.0,
+                        config.profile_max_tokens)  # fmt: skip
+    for turn, result in zip(turns, results, strict=True):
+        parsed = parse_profile_reply(result.data) if result.ok else None
+        if parsed is None:
+            turn.profile_failures += 1
+        else:
+            turn.profile_update = turn.session.update_profile(*parsed)
+        turn.profile = turn.session.profile_text()
 
 
 def _keep_set(keep_prompts: bool | Collection[str]) -> Callable[[str], bool]:
@@ -1330,11 +1555,12 @@ def run_turns(
     Stages: all planners in one :meth:`LLMClient.map` (or, in ReAct mode, one map per
     step), execution without an LLM, all critics in one map, then the re-plans of the
     sessions the critic rejected (or whose plan failed), and so on, at most
-    ``config.max_reflections`` times; then the summaries. A planner reply that cannot be used
+    ``config.max_reflections`` times; then the summaries. With ``config.profile_memory`` a
+    profile extraction batch comes first. A planner reply that cannot be used
     even after the client's bounded re-asks is a counted plan failure and the turn replies
     with :data:`APOLOGY`; an unusable critic reply keeps the attempt. Every call is added to
-    ``log`` (kinds ``planner``, ``react``, ``critic``, ``summariser``) and each session's
-    dialogue memory gets the message and the reply.
+    ``log`` (kinds ``profile``, ``planner``, ``react``, ``critic``, ``summariser``) and each
+    session's dialogue memory gets the message and the reply.
 
     Args:
         sessions: The sessions (each with its own bus; see :meth:`AgentSession.start`).
@@ -1364,10 +1590,13 @@ def run_turns(
         _Turn(s, t, d, keep(s.session_id), config.persistent_bus)
         for s, t, d in zip(sessions, texts, demos, strict=True)
     ]
+    stage = _Stage(config, client, log, phase)
+    if config.profile_memory:
+        _profile_round(turns, stage)
     planning = _react_round if config.plan_mode == "react" else _plan_first_round
     pending = list(turns)
     while pending:
-        planning(pending, notes, config, client, log, phase)
+        planning(pending, notes, stage)
         rerun, review = [], []
         for turn in pending:
             attempt = turn.attempts[-1]
@@ -1382,10 +1611,10 @@ def run_turns(
                     rerun.append(turn)
             elif can_retry:
                 review.append(turn)
-        rerun += _critic_round(review, config, client, log, phase)
+        rerun += _critic_round(review, stage)
         pending = [t for t in turns if t in rerun]
     if config.summariser:
-        _summarise(turns, config, client, log, phase)
+        _summarise(turns, stage)
     results = []
     for turn in turns:
         final = turn.attempts[-1]
@@ -1410,6 +1639,8 @@ def run_turns(
             critic_failures=turn.critic_failures,
             attempts=turn.attempts,
             prompts=turn.prompts,
+            profile_failures=turn.profile_failures,
+            profile_update=turn.profile_update,
         )
         turn.session.remember(result)
         results.append(result)

@@ -450,7 +450,7 @@ class ConversationRun:
         method: ``"InteRecAgent"`` or ``"LLM only"``.
         sessions: One row per conversation: ``[method, user_id, target, turns, hit_id,
             turn_id, hit_fuzzy, turn_fuzzy, ended_by, leaks, regenerations, calls,
-            sim_calls, plan_failures, reflections, unmatched, dropped]``.
+            sim_calls, plan_failures, reflections, profile_failures, unmatched, dropped]``.
         turns: One row per turn: ``[method, user_id, turn, user_text, leaked,
             regenerations, reply, kind, recommended, hit_id, hit_fuzzy, calls,
             plan_failures, reflections]``.
@@ -606,6 +606,7 @@ def run_sessions(
                 "sim_calls": sum(m.calls for m in messages),
                 "plan_failures": sum(r.plan_failures for r in agents[spec.user].turns),
                 "reflections": sum(r.reflections for r in agents[spec.user].turns),
+                "profile_failures": sum(r.profile_failures for r in agents[spec.user].turns),
                 "unmatched": sum(r.unmatched for r in agents[spec.user].turns),
                 "dropped": st["ended_by"] == "leak",
             }
@@ -919,6 +920,20 @@ def _short_input(value: Any, width: int) -> str:
     return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
+def _profile_line(result: TurnResult, table: ItemTable) -> str:
+    """What a turn's profile extraction remembered, for the trace."""
+    update = result.profile_update
+    if update is None:
+        return "extraction failed; the profile is unchanged"
+    parts = [
+        f"+ likes {'; '.join(table.display_title(i) for i in update.likes) or '-'}",
+        f"+ does not want {'; '.join(table.display_title(i) for i in update.dislikes) or '-'}",
+    ]
+    if update.unmatched:
+        parts.append(f"not found: {'; '.join(update.unmatched)}")
+    return ", ".join(parts)
+
+
 def session_trace(run: ConversationRun, user: str, width: int = 96, prompts: bool = True) -> str:
     """One conversation as readable text.
 
@@ -963,6 +978,8 @@ def session_trace(run: ConversationRun, user: str, width: int = 96, prompts: boo
                 out.append(f"  [{role} prompt, shown once]")
                 out.append(_indent(prompt, "    | "))
                 out.append(_indent(f"reply: {reply}", "    | "))
+        if result.profile_update is not None or result.profile_failures:
+            out.append(f"  profile memory: {_profile_line(result, table)}")
         for k, attempt in enumerate(result.attempts, 1):
             advice = f" (with advice: {attempt.advice_in})" if attempt.advice_in else ""
             out.append(f"  attempt {k}: {attempt.kind}{advice}")
