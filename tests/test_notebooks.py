@@ -237,3 +237,29 @@ def test_04_interecagent(smoke_records):
         for method in ("InteRecAgent", "LLM only", "Random", "Pop"):
             _check_interval(records[f"one_turn/{task}/{method}"], f"{method} {task}")
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
+
+
+def test_05_rec4agentverse(smoke_records):
+    records = smoke_records["05_rec4agentverse"]
+    assert records["profile"] == "smoke"
+    assert records["n_users"] == 2 and records["max_turns"] == 1
+    assert records["stages"] == [1, 2, 3] and records["n_agents"] == 11  # ten curators + a11
+    assert records["sessions"] == 2 * 3
+    for mode in ("llm", "template"):
+        for stage in (1, 2, 3):
+            for metric in ("hit", "pref_share", "pref_satisfied", "profile_jaccard"):
+                _check_interval(records[f"stages/{mode}/{stage}/{metric}"], f"{mode} {metric}")
+            low_turns = records[f"stages/{mode}/{stage}/turns_needed"][1]
+            assert 1 <= low_turns <= records["max_turns"] + 1
+    for recommender in ("llm", "classic"):
+        for channel in ("free_text", "schema"):
+            for condition in ("attack", "honest"):
+                result = records[f"manipulation/{recommender}/{channel}/{condition}"]
+                assert result["n"] + result["failures"] == 2
+                assert result["n"] == 0 or 0.0 <= result["rate"] <= 1.0
+    # The classic recommender cannot read an instruction, so only the lie moves it, and the
+    # lie is the same in both channels.
+    classic = [records[f"manipulation/classic/{c}/attack"]["rate"] for c in ("free_text",
+                                                                            "schema")]  # fmt: skip
+    assert classic[0] == classic[1]
+    assert records["calls"] > 0 and records["prompt_tokens"] > records["completion_tokens"] > 0
