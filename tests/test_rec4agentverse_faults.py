@@ -20,11 +20,17 @@ import json
 import time
 
 import pytest
-from scripted_server import ScriptedServer, closed_port_url, malformed_body, reply, status
+from scripted_server import (
+    ScriptedServer,
+    closed_port_url,
+    malformed_body,
+    reply,
+    sequential_client,
+    status,
+)
 
 from recagents import rec4agentverse as R
 from recagents.agentcf import RunLog
-from recagents.config import settings
 from recagents.data import leave_one_out, load_dataset
 from recagents.llm.client import LLMClient
 
@@ -60,26 +66,7 @@ def world():
 
 
 def _client(url: str, tmp_path) -> LLMClient:
-    config = dataclasses.replace(
-        settings(),
-        cache_dir=tmp_path,
-        llm_base_url=None,
-        llm_model=None,
-        llm_concurrency=1,
-        llm_max_attempts=MAX_ATTEMPTS,
-        llm_max_reasks=MAX_REASKS,
-        llm_timeout_s=2.0,
-        llm_structured="auto",
-    )
-    return LLMClient(
-        base_url=url,
-        model="scripted",
-        api_key="sk-test-not-a-real-key",
-        config=config,
-        cache=False,
-        backoff_base_s=0.01,
-        backoff_max_s=0.02,
-    )
+    return sequential_client(url, tmp_path, MAX_ATTEMPTS, MAX_REASKS)
 
 
 def _run(url, tmp_path, world, config=CONFIG):
