@@ -16,7 +16,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup reproduce smoke test lint strip clean help
+.PHONY: setup reproduce report smoke test lint strip clean help
 .DEFAULT_GOAL := help
 
 help:  ## list the commands
@@ -31,7 +31,12 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-reproduce: $(BUILT)  ## run every notebook (default profile): figures/ and build/
+reproduce: $(BUILT)  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, build/html/
+	$(MAKE) --no-print-directory report
+
+report: $(STAMP)  ## REPRODUCTION.md and build/html/ from the notebooks already executed in build/
+	$(BIN)/python -m recagents.report reproduction --build build --profile default --out REPRODUCTION.md
+	$(BIN)/python -m recagents.report html --build build --figures figures --out build/html
 
 build/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard recagents/*.py)
 	@mkdir -p build
