@@ -263,3 +263,23 @@ def test_05_rec4agentverse(smoke_records):
                                                                             "schema")]  # fmt: skip
     assert classic[0] == classic[1]
     assert records["calls"] > 0 and records["prompt_tokens"] > records["completion_tokens"] > 0
+
+
+def test_06_cross_paper(smoke_records):
+    records = smoke_records["06_cross_paper"]
+    assert records["profile"] == "smoke" and records["n_users"] == 2
+    methods = records["methods"]
+    for name in ("Random", "Pop", "Zero-shot LLM", "AgentCF B", "AgentCF B+H", "AgentCF B+R",
+                 "AFL single agent", "AFL loop", "InteRecAgent"):  # fmt: skip
+        assert name in methods, f"{name} missing from the leaderboard"
+    for name in methods:
+        for metric in ("ndcg@1", "ndcg@10", "hr@5"):
+            _check_interval(records[f"{metric}/{name}"], f"{name} {metric}")
+        assert records[f"hr@1/{name}"][0] <= records[f"hr@10/{name}"][0], "HR grows with k"
+        assert records[f"popularity/{name}"]["k"] == 5
+        assert records["failures"][name] <= 2
+    # Classic models score the candidates, not their display order; the calls are the LLM's.
+    assert records["position/Pop/reversed"]["top1_changed"] == 0.0
+    assert records["position/Zero-shot LLM/given"]["kendall_tau"] == 1.0
+    assert records["calls"]["Pop"] == 0 and records["calls"]["Zero-shot LLM"] >= 2
+    assert records["calls"]["AFL loop"] >= records["calls"]["AFL single agent"]
