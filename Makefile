@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed-$(PINS)
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 BUILT := $(patsubst notebooks/%,build/%,$(NOTEBOOKS))
 SMOKE := $(patsubst notebooks/%,build/smoke/%,$(NOTEBOOKS))
+# Every notebook is rebuilt when any module or data file of the package changes.
+PACKAGE := $(shell find recagents -name "*.py" -o -name "*.json")
 # Saved splits, candidates and trained models live in the repository, not in $HOME.
 export RECAGENTS_CACHE_DIR ?= $(CURDIR)/.cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -38,14 +40,14 @@ report: $(STAMP)  ## REPRODUCTION.md and build/html/ from the notebooks already 
 	$(BIN)/python -m recagents.report reproduction --build build --profile default --out REPRODUCTION.md
 	$(BIN)/python -m recagents.report html --build build --figures figures --out build/html
 
-build/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard recagents/*.py)
+build/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	@mkdir -p build
 	RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(BIN)/papermill --cwd notebooks \
 	  -p PROFILE default $< $@
 
 smoke: $(SMOKE)  ## run every notebook with the small CI profile into build/smoke/
 
-build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard recagents/*.py)
+build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	@mkdir -p build/smoke
 	RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(BIN)/papermill --cwd notebooks \
 	  -p PROFILE smoke $< $@

@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import pickle
 import sys
 import time
 import warnings
@@ -120,6 +121,26 @@ def _recbole_sandbox(workdir: Path) -> Iterator[None]:
         root.setLevel(saved_level)
 
 
+def _create_dataset(config: Any, workdir: Path) -> tuple[Any, str]:
+    """RecBole's dataset, reloaded from the pickle it saved in ``workdir`` when there is one.
+
+    Returns:
+        The dataset, and why it was rebuilt ("" when it was not): a pickle that cannot be
+        read (an interrupted write) is removed and the dataset built again.
+    """
+    from recbole.data import create_dataset
+
+    try:
+        return create_dataset(config), ""
+    except (EOFError, pickle.UnpicklingError, AttributeError, ImportError) as error:
+        saved = list(workdir.glob("*.pth"))
+        if not saved:
+            raise
+        for path in saved:
+            path.unlink()
+        return create_dataset(config), f"its saved copy was unreadable ({error})"
+
+
 def _write_atomic(frame: pd.DataFrame, path: Path, header: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -208,7 +229,9 @@ def _recbole_config(
         "use_gpu": torch.cuda.is_available(),
         "checkpoint_dir": str(workdir),
         "show_progress": False,
-        "save_dataset": False,
+        # The processed dataset is pickled beside the weights (checkpoint_dir is the model's
+        # own folder): reloading a cached model then skips RecBole's slow re-parsing.
+        "save_dataset": True,
         "save_dataloaders": False,
         "log_wandb": False,
         **params,
@@ -524,7 +547,7 @@ def train_baseline(
     if split.valid.empty or split.test.empty:
         raise BaselineError("the split has no valid or test interactions to train against")
     import torch
-    from recbole.data import create_dataset, data_preparation
+    from recbole.data import data_preparation
     from recbole.utils import get_model, init_seed
 
     train = train or TrainConfig()
@@ -541,7 +564,7 @@ def train_baseline(
     with _recbole_sandbox(workdir):
         config = _recbole_config(model, data_root, train, params, workdir)
         init_seed(config["seed"], config["reproducibility"])
-        dataset = create_dataset(config)
+        dataset, rebuilt = _create_dataset(config, workdir)
         train_data, valid_data, test_data = data_preparation(config, dataset)
         init_seed(config["seed"], config["reproducibility"])
         network = get_model(config["model"])(config, train_data.dataset).to(config["device"])
@@ -562,6 +585,8 @@ def train_baseline(
             )
             meta_path.write_text(json.dumps(meta))
             from_cache = False
+    if rebuilt:  # RecBole's warnings are silenced inside the sandbox
+        warnings.warn(f"{model}: rebuilt RecBole's dataset: {rebuilt}", stacklevel=2)
     network.eval()
     return Baseline(
         name=model,

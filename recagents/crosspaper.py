@@ -84,6 +84,7 @@ __all__ = [
     "scaling_figure",
     "scaling_runner",
     "shared_protocol",
+    "shared_rankers",
     "status_table",
     "target_rank_frame",
 ]
@@ -138,6 +139,19 @@ class Protocol:
     def with_candidates(self, candidates: pd.DataFrame) -> Protocol:
         """The same protocol with the candidates shown in another order (same items)."""
         return dataclasses.replace(self, candidates=candidates)
+
+    def for_users(self, users: Sequence[str]) -> Protocol:
+        """The same protocol restricted to ``users`` (some of :attr:`users`), e.g. for a probe.
+
+        Raises:
+            ValueError: If a user is not one of :attr:`users`, or none is given.
+        """
+        keep = sorted(set(users))
+        unknown = set(keep) - set(self.users)
+        if not keep or unknown:
+            raise ValueError(f"for_users needs some of the protocol's users; unknown: {unknown}")
+        shown = self.candidates[self.candidates[USER].isin(keep)].reset_index(drop=True)
+        return dataclasses.replace(self, users=keep, candidates=shown)
 
 
 def shared_protocol(
@@ -885,6 +899,49 @@ def position_sensitivity(
         n_users=(USER, "nunique"),
     )
     return summary.rename(columns={"overlap": f"overlap@{k}"}).reset_index()
+
+
+def shared_rankers(
+    run_methods: Callable[[Protocol], Mapping[str, MethodRun]],
+    protocol: Protocol,
+    methods: Sequence[str],
+) -> dict[str, Callable[[pd.DataFrame], pd.DataFrame]]:
+    """Rank functions for :func:`position_sensitivity` from an adapter that runs several methods.
+
+    AgentCF's variants share one training and AFL's single agent and loop share the tool
+    model's scores, so their adapters return several methods at once. Each function here
+    shows the candidates in the order it is given to ``run_methods`` (through
+    :meth:`Protocol.with_candidates`), runs the adapter once per distinct order for all
+    ``methods`` together, and returns its own method's frame.
+
+    Args:
+        run_methods: An adapter bound to its settings, e.g.
+            ``lambda p: run_agentcf(p, train_steps=1, client=client)``.
+        protocol: The protocol whose candidates are re-presented.
+        methods: The methods of the adapter to probe.
+
+    Returns:
+        Method -> ``rank(candidates) -> [user_id, item_id, score, rank]``.
+
+    Raises:
+        KeyError: When called, if the adapter did not return the method.
+    """
+    runs_by_order: dict[tuple[Any, ...], Mapping[str, MethodRun]] = {}
+
+    def ranker(method: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+        def rank(candidates: pd.DataFrame) -> pd.DataFrame:
+            shown = candidates.sort_values([USER, POSITION], kind="stable")
+            key = tuple(zip(shown[USER], shown[ITEM], strict=True))
+            if key not in runs_by_order:
+                runs_by_order[key] = run_methods(protocol.with_candidates(shown))
+            runs = runs_by_order[key]
+            if method not in runs:
+                raise KeyError(f"the adapter returned {sorted(runs)}, not {method!r}")
+            return runs[method].frame
+
+        return rank
+
+    return {method: ranker(method) for method in methods}
 
 
 # --------------------------------------------------------------------------- cost

@@ -62,6 +62,7 @@ __all__ = [
     "RecordRef",
     "Verdict",
     "build_reproduction",
+    "cross_paper_section",
     "evaluate_claims",
     "judge_above",
     "judge_at_least",
@@ -334,6 +335,22 @@ NOTEBOOKS: dict[str, NotebookInfo] = {
             "effect; as LLM recommender it keeps the user with the agent named in its prompt in "
             "nearly every decision, so its manipulation rates say nothing about the channel.",
             "Manipulation rates are recorded without intervals.",
+        ),
+    ),
+    "06_cross_paper": NotebookInfo(
+        title="06 · Across the papers",
+        paper="all five, on one protocol (no paper makes this comparison)",
+        deviations=(
+            "One ml-100k protocol for every method (chronological leave-one-out, the same "
+            "users, the same saved 1 + 19 candidates) instead of each paper's own data, split "
+            "and candidate count, so no row is a paper's number.",
+            "AgentCF trains for the profile's steps on each user's last interactions; the AFL "
+            "ranking puts its one proposal first and SASRec's order after it; InteRecAgent's "
+            "ranking keeps display order around the target's rank, so its popularity row is "
+            "not meaningful.",
+            "Prices are the recorded tokens at a public per-token rate (`price_model`), an "
+            "estimate that ignores prompt caching.",
+            "Few users in the default profile (10), so the intervals are wide.",
         ),
     ),
 }
@@ -1196,6 +1213,99 @@ def _ours_cell(outcome: Outcome) -> str:
     return f"{outcome.ours} ({outcome.model}, {outcome.profile})"
 
 
+CROSS_PAPER = "06_cross_paper"
+"""The notebook whose records make the cross-paper section of the report."""
+
+
+def _interval_text(value: Any) -> str:
+    """``mean [low, high]`` of a recorded ``[mean, low, high]``, or ``—``."""
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 3:
+        mean, low, high = (float(v) for v in value)
+        return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+    return "—"
+
+
+def _paired_text(value: Any) -> str:
+    """``diff [low, high], p`` of a recorded paired test, or ``—`` (the reference itself)."""
+    if not isinstance(value, Mapping) or "diff" not in value:
+        return "—"
+    return (
+        f"{float(value['diff']):+.3f} [{float(value['diff_low']):+.3f}, "
+        f"{float(value['diff_high']):+.3f}], p = {float(value['p_value']):.3f}"
+    )
+
+
+def _field(value: Any, name: str, fmt: str) -> str:
+    if isinstance(value, Mapping) and value.get(name) is not None:
+        return format(float(value[name]), fmt)
+    return "—"
+
+
+def cross_paper_section(run: RunInfo, metric: str = "ndcg@10") -> list[str]:
+    """The Markdown lines of the one-protocol leaderboard, from notebook 06's records.
+
+    Every method of that run in one table: ``metric`` and HR@1 with their intervals, the
+    paired difference to the best classic baseline, the popularity ratio of its top 5, how
+    much reversing the candidates changes its ranking (for the methods probed), calls and
+    price per user, and failed replies. Values are read, never typed in; a notebook that has
+    not run gives one line saying so.
+    """
+    lines = ["## Across the papers: one protocol", ""]
+    if run.status != "ran":
+        return lines + [f"**{run.status}**: {run.detail}.", ""]
+    records = run.records
+    methods = [str(m) for m in records.get("methods", [])]
+    references = {
+        str(records[f"paired/{metric}/{m}"].get("reference"))
+        for m in methods
+        if isinstance(records.get(f"paired/{metric}/{m}"), Mapping)
+    }
+    reference = references.pop() if len(references) == 1 else "the best classic baseline"
+    price = records.get("price_model", "a public rate")
+    lines += [
+        f"Every method ranks the same 1 + 19 candidates for the same {records.get('n_users', '?')} "
+        f"users (`notebooks/{CROSS_PAPER}.ipynb`, model `{run.model}`, profile {run.profile}). "
+        f"Means with 95% bootstrap intervals; *vs {reference}* is the paired bootstrap "
+        f"difference in {metric.upper()} with its interval and p-value; *pop. ratio* is the "
+        "mean popularity of the top 5 over that of the held-out targets (1 = as popular as "
+        "what users chose); *tau reversed* is Kendall's tau between the rankings of the saved "
+        "and the reversed candidate order (1 = order-blind; only the methods probed); price "
+        f"per user at `{price}`'s per-token rate.",
+        "",
+    ]
+    failures = records.get("failures", {})
+    rows = []
+    for method in methods:
+        cost = records.get(f"cost/{method}", {})
+        rows.append(
+            [
+                method,
+                _interval_text(records.get(f"{metric}/{method}")),
+                _interval_text(records.get(f"hr@1/{method}")),
+                _paired_text(records.get(f"paired/{metric}/{method}")),
+                _field(records.get(f"popularity/{method}"), "pop_ratio", ".2f"),
+                _field(records.get(f"position/{method}/reversed"), "kendall_tau", ".2f"),
+                _field(cost, "calls", ".1f"),
+                _field(cost, "prompt_tokens", ",.0f"),
+                _field(cost, "usd", ".5f"),
+                str(failures.get(method, "—")) if isinstance(failures, Mapping) else "—",
+            ]
+        )
+    header = [
+        "method",
+        metric.upper(),
+        "HR@1",
+        f"vs {reference}",
+        "pop. ratio",
+        "tau reversed",
+        "calls / user",
+        "prompt tokens / user",
+        "USD / user",
+        "failed",
+    ]
+    return lines + _table(header, rows) + [""]
+
+
 def build_reproduction(
     build_dir: Path,
     profile_label: str,
@@ -1285,7 +1395,8 @@ def build_reproduction(
         ],
         rows,
     )
-    lines += ["", "## Per notebook", ""]
+    lines += [""] + cross_paper_section(runs[CROSS_PAPER])
+    lines += ["## Per notebook", ""]
     for stem, run in runs.items():
         info = NOTEBOOKS.get(stem)
         title = run.title or (info.title if info else stem)

@@ -174,6 +174,47 @@ def test_position_sensitivity_invariant_and_first_shown() -> None:
     assert len(per_user) == 3 and set(per_user["order"]) == {"reversed"}
 
 
+def _toy_protocol(n_users: int = 3) -> cp.Protocol:
+    candidates = _toy_candidates(n_users)
+    users = sorted(candidates[USER].unique())
+    return cp.Protocol(None, None, users, candidates, seed=0, n_negatives=5)  # type: ignore[arg-type]
+
+
+def test_for_users_keeps_only_their_candidates() -> None:
+    protocol = _toy_protocol()
+    two = protocol.for_users(["u2", "u0"])
+    assert two.users == ["u0", "u2"]
+    assert set(two.candidates[USER]) == {"u0", "u2"} and len(two.candidates) == 12
+    with pytest.raises(ValueError, match="unknown"):
+        protocol.for_users(["u0", "nobody"])
+    with pytest.raises(ValueError, match="some of"):
+        protocol.for_users([])
+
+
+def test_shared_rankers_run_the_adapter_once_per_order_for_all_its_methods() -> None:
+    protocol = _toy_protocol()
+    seen: list[list[str]] = []
+
+    def adapter(p: cp.Protocol) -> dict[str, cp.MethodRun]:
+        seen.append(p.candidates[ITEM].tolist())
+        status = pd.DataFrame({USER: p.users, "status": "ok"})
+        return {
+            name: cp.MethodRun(name, ranker(p.candidates), RunLog(), 0.0, status)
+            for name, ranker in (("by id", _by_id_ranker), ("first shown", _first_shown_ranker))
+        }
+
+    rankers = cp.shared_rankers(adapter, protocol, ["by id", "first shown"])
+    table = pd.concat(
+        [cp.position_sensitivity(rank, protocol.candidates, k=3).assign(method=name)
+         for name, rank in rankers.items()]
+    ).set_index(["method", "order"])  # fmt: skip
+    assert len(seen) == len(cp.ORDERS)  # one adapter run per order, shared by both methods
+    assert table.loc[("by id", "reversed"), "kendall_tau"] == pytest.approx(1.0)
+    assert table.loc[("first shown", "reversed"), "kendall_tau"] == pytest.approx(-1.0)
+    with pytest.raises(KeyError, match="not 'other'"):
+        cp.shared_rankers(adapter, protocol, ["other"])["other"](protocol.candidates)
+
+
 # --------------------------------------------------------------------------- cost
 
 

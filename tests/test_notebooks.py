@@ -281,5 +281,12 @@ def test_06_cross_paper(smoke_records):
     # Classic models score the candidates, not their display order; the calls are the LLM's.
     assert records["position/Pop/reversed"]["top1_changed"] == 0.0
     assert records["position/Zero-shot LLM/given"]["kendall_tau"] == 1.0
+    for name in ("AgentCF B", "AgentCF B+H", "AgentCF B+R", "AFL single agent", "AFL loop"):
+        for order in ("reversed", "shuffled"):  # every LLM method that can be re-shown is probed
+            assert -1.0 <= records[f"position/{name}/{order}"]["kendall_tau"] <= 1.0, name
+    reference = records["paired/ndcg@10/Zero-shot LLM"]["reference"]
+    assert reference in ("Pop", "BPR", "LightGCN", "SASRec", "Random")
+    assert f"paired/ndcg@10/{reference}" not in records  # the reference is not tested on itself
+    assert records["cost/Zero-shot LLM"]["calls"] >= 1 and records["cost/Pop"]["usd"] == 0.0
     assert records["calls"]["Pop"] == 0 and records["calls"]["Zero-shot LLM"] >= 2
     assert records["calls"]["AFL loop"] >= records["calls"]["AFL single agent"]

@@ -184,7 +184,8 @@ def test_claims_are_well_formed():
             assert claim.versus is not None, claim.id
         if claim.paper is None:
             assert claim.no_paper, f"{claim.id}: say why there is no paper number"
-    assert {c.notebook for c in CLAIMS} == set(NOTEBOOKS), "every notebook has a claim"
+    papers = set(NOTEBOOKS) - {report.CROSS_PAPER}  # 06 has its own section, no paper claim
+    assert {c.notebook for c in CLAIMS} == papers, "every paper notebook has a claim"
 
 
 @pytest.mark.parametrize("claim", [c for c in CLAIMS if c.paper is not None], ids=lambda c: c.id)
@@ -279,7 +280,7 @@ def test_markdown_names_the_source_the_model_and_the_verdict(tmp_path):
     assert "0.8000 [0.7000, 0.9000]" in text
     assert "### 04 · IRA" in text  # the title comes from the notebook's first heading
     assert "Hits are judged by item id" in text  # the notebook's deviations
-    summary = text.split("## Summary", 1)[1].split("## Per notebook", 1)[0]
+    summary = text.split("## Summary", 1)[1].split("## Across the papers", 1)[0]
     assert summary.count("\n| ") == len(CLAIMS) + 1  # header + one row per claim
 
 
@@ -357,6 +358,68 @@ def test_a_failed_or_unreadable_notebook_is_said_so(tmp_path):
 # --------------------------------------------------------------------------------------------
 # HTML
 # --------------------------------------------------------------------------------------------
+
+
+def _cross_paper_records() -> dict[str, Any]:
+    """What notebook 06's last cell records, for two methods and a reference."""
+    paired = {"diff": -0.2, "diff_low": -0.35, "diff_high": -0.05, "p_value": 0.01}
+    return {
+        "profile": "default",
+        "dataset": "ml-100k",
+        "model": "my-model",
+        "n_users": 10,
+        "methods": ["SASRec", "Zero-shot LLM"],
+        "ndcg@10/SASRec": [0.6, 0.5, 0.7],
+        "ndcg@10/Zero-shot LLM": [0.4, 0.3, 0.5],
+        "hr@1/SASRec": [0.3, 0.1, 0.5],
+        "hr@1/Zero-shot LLM": [0.1, 0.0, 0.3],
+        "paired/ndcg@10/Zero-shot LLM": paired | {"reference": "SASRec"},
+        "popularity/SASRec": {"k": 5, "avg_pop": 120.0, "pop_ratio": 1.5},
+        "popularity/Zero-shot LLM": {"k": 5, "avg_pop": 80.0, "pop_ratio": 1.0},
+        "position/Zero-shot LLM/reversed": {"kendall_tau": -0.72, "top1_changed": 1.0},
+        "failures": {"SASRec": 0, "Zero-shot LLM": 1},
+        "cost/SASRec": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0},
+        "cost/Zero-shot LLM": {
+            "calls": 1.0,
+            "prompt_tokens": 812.0,
+            "completion_tokens": 60.0,
+            "usd": 0.000158,
+        },
+        "price_model": "gpt-4o-mini",
+    }
+
+
+def test_cross_paper_section_reads_every_column_from_the_records(tmp_path):
+    build = tmp_path / "build"
+    write_executed(build / "06_cross_paper.ipynb", _cross_paper_records(), "06 · Across")
+    text = build_reproduction(build, "default", now=NOW)
+    section = text.split("## Across the papers", 1)[1].split("## Per notebook", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert len(rows) == 3  # header + one row per method
+    assert "vs SASRec" in rows[0] and "`gpt-4o-mini`" in section and "10 users" in section
+    llm = rows[2]
+    assert "0.400 [0.300, 0.500]" in llm and "0.100 [0.000, 0.300]" in llm
+    assert "-0.200 [-0.350, -0.050], p = 0.010" in llm
+    assert (
+        "| -0.72 |" in llm and "| 812 |" in llm and "| 0.00016 |" in llm and llm.endswith("| 1 |")
+    )
+    assert "| — |" in rows[1]  # the reference has no paired test and no position probe
+    assert "### 06 · Across" in text and "One ml-100k protocol for every method" in text
+
+
+def test_cross_paper_section_says_when_the_notebook_did_not_run(tmp_path):
+    build = tmp_path / "build"
+    build.mkdir()
+    section = report.cross_paper_section(report.read_run(build / "06_cross_paper.ipynb"))
+    assert section[0] == "## Across the papers: one protocol"
+    assert "**not run**" in section[2] and "06_cross_paper.ipynb does not exist" in section[2]
+
+
+def test_cross_paper_record_keys_are_written_by_notebook_06():
+    source = (ROOT / "notebooks" / "06_cross_paper.ipynb").read_text(encoding="utf-8")
+    for key in ("paired/", "popularity/", "position/", "cost/", "price_model", "failures",
+                "methods", "n_users"):  # fmt: skip
+        assert key in source, key
 
 
 def test_render_html_writes_pages_and_an_index_of_notebooks_and_figures(tmp_path):
