@@ -121,6 +121,18 @@ def _recbole_sandbox(workdir: Path) -> Iterator[None]:
         root.setLevel(saved_level)
 
 
+def cache_lock(path: Path) -> Any:
+    """An inter-process lock on one cache entry (the file ``<path>.lock`` beside it).
+
+    Held while a model is trained or loaded, so that notebooks run in parallel never write
+    the same files at once; released when the process ends, whatever happens.
+    """
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path) + ".lock")
+
+
 def _create_dataset(config: Any, workdir: Path) -> tuple[Any, str]:
     """RecBole's dataset, reloaded from the pickle it saved in ``workdir`` when there is one.
 
@@ -554,14 +566,14 @@ def train_baseline(
     root = Path(cache_dir or settings().cache_dir) / "recbole"
     params = {**MODEL_DEFAULTS[model], **(params or {})}
     seq_len = params.get("MAX_ITEM_LIST_LENGTH") if model in SEQUENTIAL else None
-    data_root = write_benchmark_files(
-        split,
-        root / "data" / f"{split.fingerprint}-{'seq' + str(seq_len) if seq_len else 'general'}",
-        seq_len,
-    )
+    folder = root / "data" / f"{split.fingerprint}-{'seq' + str(seq_len) if seq_len else 'general'}"
+    with cache_lock(folder):
+        data_root = write_benchmark_files(split, folder, seq_len)
     workdir = root / "models" / f"{model}-{_cache_key(model, split, train, params)}"
     weights, meta_path = workdir / "weights.pt", workdir / "meta.json"
-    with _recbole_sandbox(workdir):
+    # Under `make -j2` two notebooks may need the same model: the second waits for the first
+    # to finish training and then loads its weights, instead of training it again beside it.
+    with cache_lock(workdir), _recbole_sandbox(workdir):
         config = _recbole_config(model, data_root, train, params, workdir)
         init_seed(config["seed"], config["reproducibility"])
         dataset, rebuilt = _create_dataset(config, workdir)

@@ -1,6 +1,7 @@
 """RecBole baselines: training on our split, scoring candidates, recommending, caching."""
 
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -60,6 +61,24 @@ def test_second_training_call_is_a_cache_hit_with_identical_scores(small_split, 
     other = baselines.TrainConfig(epochs=1, stopping_step=2)
     third = baselines.train_baseline("BPR", small_split, other, cache_dir=tmp_path, progress=False)
     assert not third.from_cache, "a different configuration must retrain"
+
+
+def test_a_model_another_process_is_training_is_waited_for(small_split, tmp_path, quick):
+    first = baselines.train_baseline("Pop", small_split, quick, cache_dir=tmp_path)
+    (workdir,) = tmp_path.glob("recbole/models/Pop-*[!k]")  # the folder, not its .lock
+    results = []
+    with baselines.cache_lock(workdir):  # as if another notebook were training it now
+        waiting = threading.Thread(
+            target=lambda: results.append(
+                baselines.train_baseline("Pop", small_split, quick, cache_dir=tmp_path)
+            )
+        )
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive() and not results, "it must wait for the lock"
+    waiting.join(timeout=60)
+    assert results and results[0].from_cache
+    assert results[0].recommend(k=3).equals(first.recommend(k=3))
 
 
 def test_pop_ranks_by_training_popularity(small_split, module_cache, quick):
