@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib.resources
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -421,7 +422,7 @@ def candidate_sets(
         return pd.read_csv(path, dtype={USER: str, ITEM: str}, keep_default_na=False)
     frame = sample_candidates(split, n_negatives, seed, phase, distribution)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one per process: make -j2 safe
     frame.to_csv(tmp, index=False)
     tmp.replace(path)
     return frame
