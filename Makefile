@@ -4,7 +4,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PINS := $(shell sha1sum pyproject.toml | cut -c1-12)
+RUNTIME_BUILD := recagents/llm/runtime_build.py
+PINS := $(shell cat pyproject.toml $(RUNTIME_BUILD) | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(PINS)
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 BUILT := $(patsubst notebooks/%,build/%,$(NOTEBOOKS))
@@ -14,7 +15,8 @@ PACKAGE := $(shell find recagents -name "*.py" -o -name "*.json")
 # Saved splits, candidates and trained models live in the repository, not in $HOME.
 export RECAGENTS_CACHE_DIR ?= $(CURDIR)/.cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
-# llama-cpp-python builds from source (6-11 minutes on two cores); pip caches the wheel.
+# llama-cpp-python builds from source once per machine (about 5 minutes on two cores) with the
+# portable flags of recagents/llm/runtime_build.py, into ~/.cache/recagents/wheels, never pip's cache.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
@@ -26,9 +28,10 @@ help:  ## list the commands
 
 setup: $(STAMP)  ## install the pinned environment into .venv (only when the pins change)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(RUNTIME_BUILD)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip==24.3.1"
+	$(BIN)/python $(RUNTIME_BUILD) install
 	$(BIN)/python -m pip install --quiet -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@

@@ -5,16 +5,24 @@ and LLM agents alike) see the same interactions, the same split and the same
 candidates. Datasets are read from RecBole's atomic format: a folder ``NAME/`` with
 ``NAME.inter`` (required) and optionally ``NAME.item`` and ``NAME.user``; each file is
 tab-separated with a header of ``field:type`` pairs.
+
+Reading is strict: a malformed file stops with one line naming the file and the line
+(:func:`read_atomic`), and interaction rows that could leak into or become a test item
+are dropped, counted in :attr:`Dataset.report` and summarised in one warning
+(:func:`load_dataset`).
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import importlib.resources
+import io
 import os
 import re
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -36,9 +44,29 @@ _ARTICLE = re.compile(r"^(?P<body>.+), (?P<article>The|A|An)(?P<rest> \(.*\))?$"
 
 POSITION = "position"
 
+#: RecBole's field types: ``float`` fields become floats, the others stay strings.
+FIELD_TYPES = ("token", "token_seq", "float", "float_seq")
+
+#: The header an interaction file needs, for error messages.
+INTER_HEADER = "user_id:token, item_id:token [, rating:float, timestamp:float]"
+
+#: Why :func:`load_dataset` drops an interaction row (the keys of ``LoadReport.dropped``).
+EMPTY_USER = "empty user_id"
+EMPTY_ITEM = "empty item_id"
+MISSING_TIMESTAMP = "missing timestamp"
+DUPLICATE = "duplicate (user_id, item_id)"
+DROP_REASONS = (EMPTY_USER, EMPTY_ITEM, MISSING_TIMESTAMP, DUPLICATE)
+
+_FLOAT_NA = ["", "nan", "NaN", "NAN"]  # the spellings of a missing float (NaN)
+_TRAILING = "\0trailing"  # the empty column of a trailing tab on every data line
+
 
 class DatasetError(ValueError):
     """A dataset name, path or file that cannot be used, with a message saying why."""
+
+
+class DatasetWarning(UserWarning):
+    """Rows of a dataset file that :func:`load_dataset` dropped, with counts per reason."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +76,13 @@ class Dataset:
     Attributes:
         name: Short name (``ml-100k`` or the folder name of an atomic dataset).
         path: Folder the files were read from.
-        interactions: ``[user_id, item_id, rating?, timestamp?]`` in file order.
+        interactions: ``[user_id, item_id, rating?, timestamp?]`` in file order, less the
+            rows :func:`load_dataset` dropped.
         items: ``[item_id, title, year, genres, ...]`` or ``None`` without a ``.item`` file;
             ``genres`` holds tuples of strings.
         users: ``[user_id, ...]`` or ``None`` without a ``.user`` file.
+        report: What loading the ``.inter`` file dropped, per reason; ``None`` for a
+            dataset built by hand.
     """
 
     name: str
@@ -59,6 +90,7 @@ class Dataset:
     interactions: pd.DataFrame
     items: pd.DataFrame | None
     users: pd.DataFrame | None
+    report: LoadReport | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -119,8 +151,7 @@ def resolve_dataset(name_or_path: str | Path) -> tuple[str, Path]:
             hint = f" (found {', '.join(found)})" if found else ""
             raise DatasetError(
                 f"no {path.name}.inter in {path}{hint}: a RecBole atomic dataset folder NAME/ "
-                "must hold NAME.inter with columns user_id:token, item_id:token "
-                "[, rating:float, timestamp:float]"
+                f"must hold NAME.inter with columns {INTER_HEADER}"
             )
         return path.name, path
     if path.exists():
@@ -136,46 +167,193 @@ def resolve_dataset(name_or_path: str | Path) -> tuple[str, Path]:
 def read_atomic(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
     """Read one RecBole atomic file into a frame with plain column names.
 
-    ``token`` and ``token_seq`` fields stay strings, ``float`` fields become floats,
-    ``float_seq`` fields stay strings. A missing required column is a
-    :class:`DatasetError` naming the file, the missing and the expected columns.
+    ``token`` and ``token_seq`` fields stay strings, ``float`` fields become floats (an
+    empty field or ``nan`` is NaN), ``float_seq`` fields stay strings. Reading is strict,
+    so that a malformed file stops with one line naming the file and the line instead of
+    shifting columns in silence:
+
+    * The file must be UTF-8 (a leading byte-order mark is ignored); a bad byte is an error
+      naming its line and byte offset.
+    * The first line is the header of tab-separated ``name:type`` fields, ``type`` one of
+      :data:`FIELD_TYPES`; an empty file is an error saying which header is expected.
+    * Every data line must have as many fields as the header. The one tolerated exception
+      is a trailing tab on *every* data line (an empty extra last field everywhere), which
+      is ignored, as is a trailing tab at the end of the header. Otherwise the first line
+      whose field count differs is an error. No column is ever used as the index.
+    * Fully empty lines are skipped (as RecBole does); CRLF line ends are accepted.
+
+    Raises:
+        DatasetError: One of the above, a value that does not parse in a ``float`` field, or
+            a missing required column, in one line naming the file.
     """
+    return _parse_atomic(path, required).frame
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """The data lines of an atomic file, each ending in a newline, with their line numbers."""
+
+    body: bytes
+    ends: np.ndarray  # offset of each line's newline in ``body``
+    numbers: np.ndarray  # 1-based line number of each line in the file
+
+    @classmethod
+    def of(cls, body: bytes, numbers: np.ndarray | None = None) -> _Lines:
+        """Index ``body`` (which ends in a newline); lines are numbered from 2 by default."""
+        ends = np.flatnonzero(np.frombuffer(body, np.uint8) == ord("\n"))
+        return cls(body, ends, np.arange(2, len(ends) + 2) if numbers is None else numbers)
+
+    def raw(self, row: int) -> bytes:
+        """The bytes of line ``row`` (0-based among the data lines), without the newline."""
+        start = int(self.ends[row - 1]) + 1 if row else 0
+        return self.body[start : int(self.ends[row])]
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """An atomic file as a frame, with the data lines its rows came from."""
+
+    frame: pd.DataFrame
+    lines: _Lines
+
+    def raw_field(self, row: int, column: str) -> str:
+        """The text of ``column`` in row ``row`` as written in the file, for messages."""
+        return self.lines.raw(row).split(b"\t")[self.frame.columns.get_loc(column)].decode()
+
+
+def _parse_atomic(path: Path, required: tuple[str, ...] = ()) -> _Parsed:
+    """Read an atomic file by the rules of :func:`read_atomic`, keeping line numbers."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            header = handle.readline().rstrip("\n").split("\t")
+        data = path.read_bytes()
     except FileNotFoundError as error:
         raise DatasetError(f"file not found: {path}") from error
-    names, dtypes = [], {}
-    for field in header:
-        name, _, kind = field.partition(":")
-        if not kind:
-            raise DatasetError(
-                f"{path}: header field {field!r} has no type; expected 'name:type' "
-                "(token, token_seq, float, float_seq)"
-            )
-        names.append(name)
-        dtypes[name] = float if kind == "float" else str
-    missing = [column for column in required if column not in names]
-    if missing:
+    _check_utf8(path, data)
+    data = data.removeprefix(codecs.BOM_UTF8)
+    if b"\r\n" in data:
+        data = data.replace(b"\r\n", b"\n")
+    header, _, body = data.partition(b"\n")
+    if not header.strip():
+        what = "is empty" if not data.strip() else "has an empty first line"
+        example = ", ".join(f"{c}:token" for c in required or ("name",)) + " [, ...]"
         raise DatasetError(
-            f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(names)}; "
-            f"expected at least {', '.join(f'{c}:token' for c in required)}"
+            f"{path} {what}; expected a header line of tab-separated name:type fields, e.g. "
+            + (INTER_HEADER if path.suffix == ".inter" else example)
         )
+    dtypes = _parse_header(path, header, required)
+    lines = _Lines.of(body if not body or body.endswith(b"\n") else body + b"\n")
+    empty = np.diff(lines.ends, prepend=-1) == 1
+    if empty.any():  # skipped, keeping the numbers of the other lines
+        kept = b"".join(line + b"\n" for line in lines.body.split(b"\n") if line)
+        lines = _Lines.of(kept, lines.numbers[~empty])
+    names = list(dtypes)
+    columns = [*names, _TRAILING] if _trailing_tabs(path, lines, names) else names
+    if not len(lines.ends):
+        empty_frame = {c: pd.Series(dtype=k if k is float else object) for c, k in dtypes.items()}
+        return _Parsed(pd.DataFrame(empty_frame), lines)
     try:
         frame = pd.read_csv(
-            path,
+            io.BytesIO(lines.body),
             sep="\t",
-            header=0,
-            names=names,
-            dtype=dtypes,
+            header=None,
+            names=columns,
+            index_col=False,
+            dtype={column: dtypes.get(column, str) for column in columns},
             quoting=csv.QUOTE_NONE,
+            # A stray carriage return must stay in its field, as counted above.
+            lineterminator="\n" if b"\r" in lines.body else None,
+            skip_blank_lines=False,
             keep_default_na=False,
-            na_values={n: [""] for n, t in dtypes.items() if t is float},
+            na_values={name: _FLOAT_NA for name, kind in dtypes.items() if kind is float},
+            encoding="utf-8",
         )
     except ValueError as error:
-        reason = " ".join(str(error).split())
-        raise DatasetError(f"{path}: cannot parse ({reason})") from error
-    return frame
+        raise _float_error(path, lines, dtypes, error) from error
+    return _Parsed(frame.drop(columns=_TRAILING) if _TRAILING in frame else frame, lines)
+
+
+def _check_utf8(path: Path, data: bytes) -> None:
+    """Fail with the line and byte offset of the first byte that is not UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise DatasetError(
+            f"{path}: line {line} (byte offset {error.start}): byte 0x{data[error.start]:02x} "
+            "is not valid UTF-8; save the file as UTF-8"
+        ) from None
+
+
+def _parse_header(path: Path, header: bytes, required: tuple[str, ...]) -> dict[str, type]:
+    """``{name: float or str}`` from a header line; each field needs a RecBole type."""
+    fields = header.decode().split("\t")
+    if len(fields) > 1 and not fields[-1]:
+        fields.pop()  # a trailing tab at the end of the header
+    dtypes: dict[str, type] = {}
+    for text in fields:
+        name, _, kind = text.partition(":")
+        if not kind:
+            raise DatasetError(
+                f"{path}: header field {text!r} has no type; expected 'name:type' "
+                f"({', '.join(FIELD_TYPES)})"
+            )
+        if kind not in FIELD_TYPES or not name or name in dtypes:
+            raise DatasetError(
+                f"{path}: header field {text!r} is not a new 'name:type' with a type among "
+                f"{', '.join(FIELD_TYPES)}"
+            )
+        dtypes[name] = float if kind == "float" else str
+    missing = [column for column in required if column not in dtypes]
+    if missing:
+        raise DatasetError(
+            f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(dtypes)}; "
+            f"expected at least {', '.join(f'{c}:token' for c in required)}"
+        )
+    return dtypes
+
+
+def _trailing_tabs(path: Path, lines: _Lines, names: list[str]) -> bool:
+    """Check each data line has one field per column; ``True`` if all end in an extra tab."""
+    if not len(lines.ends):
+        return False
+    codes = np.frombuffer(lines.body, np.uint8)
+    starts = np.r_[0, lines.ends[:-1] + 1]
+    counts = np.add.reduceat(codes == ord("\t"), starts, dtype=np.int64) + 1
+    wrong = np.flatnonzero(counts != len(names))
+    if not len(wrong):
+        return False
+    ends_in_tab = codes[lines.ends - 1] == ord("\t")  # lines are never empty here
+    if (counts == len(names) + 1).all() and ends_in_tab.all():
+        return True
+    first = int(wrong[0])
+    hint = (
+        "; a trailing tab is ignored only when every data line has one"
+        if counts[first] == len(names) + 1 and ends_in_tab[first]
+        else ""
+    )
+    raise DatasetError(
+        f"{path}: line {lines.numbers[first]} has {counts[first]} tab-separated field(s), "
+        f"expected {len(names)} as in the header ({', '.join(names)}){hint}"
+    )
+
+
+def _float_error(
+    path: Path, lines: _Lines, dtypes: dict[str, type], error: Exception
+) -> DatasetError:
+    """The one-line error for a ``float`` field that pandas could not parse."""
+    floats = [(j, name) for j, (name, kind) in enumerate(dtypes.items()) if kind is float]
+    for number, line in zip(lines.numbers, lines.body.split(b"\n"), strict=False):
+        fields = line.split(b"\t")
+        for j, name in floats:
+            text = fields[j].decode()
+            try:
+                float(text or "0")
+            except ValueError:
+                return DatasetError(
+                    f"{path}: line {number}: cannot parse {text!r} as a number "
+                    f"(column {name}:float)"
+                )
+    reason = " ".join(str(error).split())
+    return DatasetError(f"{path}: cannot parse ({reason})")
 
 
 def _first_present(columns: pd.Index, candidates: tuple[str, ...]) -> str | None:
@@ -201,8 +379,133 @@ def _tidy_items(raw: pd.DataFrame) -> pd.DataFrame:
     return items[ordered]
 
 
+@dataclass(frozen=True)
+class LoadReport:
+    """What :func:`load_dataset` dropped from the interaction file, and why.
+
+    Attributes:
+        path: The ``.inter`` file.
+        rows_read: Data rows in the file.
+        dropped: ``{reason: rows}`` for each reason that dropped rows (see
+            :data:`DROP_REASONS`); empty when every row was kept.
+        lines: ``{reason: (line, ...)}``, the file lines of the first few dropped rows.
+    """
+
+    path: Path
+    rows_read: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    lines: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def rows_dropped(self) -> int:
+        """Rows dropped for any reason."""
+        return sum(self.dropped.values())
+
+    @property
+    def rows_kept(self) -> int:
+        """Rows left in :attr:`Dataset.interactions`."""
+        return self.rows_read - self.rows_dropped
+
+    def summary(self) -> str:
+        """One line: the file, the rows dropped per reason and the first lines of each."""
+        if not self.dropped:
+            return f"{self.path}: kept all {self.rows_read:,} rows"
+        parts = []
+        for reason, count in self.dropped.items():
+            lines = ", ".join(map(str, self.lines.get(reason, ())))
+            more = ", ..." if count > len(self.lines.get(reason, ())) else ""
+            parts.append(f"{count:,} with {reason} (line{'s' * (count > 1)} {lines}{more})")
+        rule = "; of duplicates the earliest is kept" if DUPLICATE in self.dropped else ""
+        return (
+            f"{self.path}: dropped {self.rows_dropped:,} of {self.rows_read:,} rows: "
+            + ", ".join(parts)
+            + rule
+        )
+
+
+def _id_codes(ids: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of ``ids`` and the mask of empty or whitespace-only ids among them."""
+    codes, distinct = pd.factorize(ids)
+    blank = np.fromiter((not value.strip() for value in distinct), bool, len(distinct))
+    return codes.astype(np.int64), blank[codes]
+
+
+def _clean_interactions(parsed: _Parsed, path: Path) -> tuple[pd.DataFrame, LoadReport]:
+    """Apply :func:`load_dataset`'s row rules: reject impossible values, drop and count."""
+    keep = [c for c in (USER, ITEM, RATING, TIMESTAMP) if c in parsed.frame.columns]
+    frame = parsed.frame[keep].reset_index(drop=True)
+    if RATING in frame:
+        values = frame[RATING].to_numpy()
+        advice = "ratings are explicit feedback: fix or remove them, or drop the column"
+        bad = ~np.isfinite(values) | (values < 0)
+        _reject(parsed, path, RATING, bad, "is not a finite number >= 0", advice)
+    if TIMESTAMP in frame:
+        infinite = np.isinf(frame[TIMESTAMP].to_numpy())
+        _reject(parsed, path, TIMESTAMP, infinite, "is infinite", "fix or remove them")
+    users, no_user = _id_codes(frame[USER])
+    items, no_item = _id_codes(frame[ITEM])
+    checks = [(EMPTY_USER, no_user), (EMPTY_ITEM, no_item)]
+    if TIMESTAMP in frame:
+        checks.append((MISSING_TIMESTAMP, frame[TIMESTAMP].isna().to_numpy()))
+    gone = np.zeros(len(frame), bool)
+    dropped: dict[str, np.ndarray] = {}
+    for reason, mask in checks:
+        mask = mask & ~gone
+        if mask.any():
+            dropped[reason], gone = np.flatnonzero(mask), gone | mask
+    pairs = pd.Series(users * (items.max(initial=0) + 1) + items)
+    rest = np.flatnonzero(~gone)
+    if pairs.iloc[rest].duplicated().any():
+        if TIMESTAMP in frame:  # chronological order; ties keep file order
+            rest = rest[np.argsort(frame[TIMESTAMP].to_numpy()[rest], kind="stable")]
+        later = rest[pairs.iloc[rest].duplicated().to_numpy()]
+        dropped[DUPLICATE] = np.sort(later)
+        gone[later] = True
+    report = LoadReport(
+        path=path,
+        rows_read=len(frame),
+        dropped={reason: len(rows) for reason, rows in dropped.items()},
+        lines={
+            reason: tuple(parsed.lines.numbers[rows[:5]].tolist())
+            for reason, rows in dropped.items()
+        },
+    )
+    if gone.any():
+        frame = frame[~gone].reset_index(drop=True)
+    return frame, report
+
+
+def _reject(
+    parsed: _Parsed, path: Path, column: str, bad: np.ndarray, rule: str, advice: str
+) -> None:
+    """Fail on the first row flagged ``bad``, with its line, raw value and the bad count."""
+    if not bad.any():
+        return
+    row = int(np.flatnonzero(bad)[0])
+    raise DatasetError(
+        f"{path}: line {parsed.lines.numbers[row]}: {column} {parsed.raw_field(row, column)!r} "
+        f"{rule} ({int(bad.sum()):,} such row(s) in the file; {advice})"
+    )
+
+
 def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
     """Load a dataset by name (``ml-100k``, shipped in the ``recbole`` wheel) or by path.
+
+    Files are read by the strict rules of :func:`read_atomic`. Rows of the interaction
+    file then follow these rules, so that no row can leak into or become a test item:
+
+    * An impossible rating (empty, NaN, infinite or negative) rejects the file: ratings
+      are explicit feedback, so such a column is a bad file, not a few bad rows. An
+      infinite timestamp rejects the file too.
+    * Rows with an empty (or whitespace-only) user or item id, or an empty (NaN)
+      timestamp, are dropped: they cannot be placed in anyone's history.
+    * Duplicates of a (user, item) pair keep only the first in chronological order (the
+      earliest timestamp, ties and files without timestamps by file order), as RecBole's
+      ``rm_dup_inter: first``: an item enters a history once, when first met, so the
+      test item can never sit in the history too.
+
+    Dropped rows are counted in :attr:`Dataset.report` and summarised in one
+    :class:`DatasetWarning`.
 
     Args:
         name_or_path: ``"ml-100k"`` or the folder (or ``.inter`` file) of any RecBole
@@ -212,18 +515,23 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
         The :class:`Dataset`; interactions keep file order, which breaks timestamp ties.
 
     Raises:
-        DatasetError: Unknown name, missing file or missing column, in one line.
+        DatasetError: Unknown name, missing or malformed file, or impossible value, in one
+            line naming the file (and the line, for a malformed row).
     """
     name, folder = resolve_dataset(name_or_path)
-    interactions = read_atomic(folder / f"{name}.inter", required=(USER, ITEM))
-    keep = [c for c in (USER, ITEM, RATING, TIMESTAMP) if c in interactions.columns]
-    interactions = interactions[keep].reset_index(drop=True)
+    path = folder / f"{name}.inter"
+    interactions, report = _clean_interactions(_parse_atomic(path, (USER, ITEM)), path)
     if interactions.empty:
-        raise DatasetError(f"{folder / f'{name}.inter'} holds no interactions")
+        after = f" ({report.summary()})" if report.dropped else ""
+        raise DatasetError(f"{path} holds no interactions{after}")
+    if report.dropped:
+        warnings.warn(report.summary(), DatasetWarning, stacklevel=2)
     item_file, user_file = folder / f"{name}.item", folder / f"{name}.user"
     items = _tidy_items(read_atomic(item_file, (ITEM,))) if item_file.is_file() else None
     users = read_atomic(user_file, (USER,)) if user_file.is_file() else None
-    return Dataset(name=name, path=folder, interactions=interactions, items=items, users=users)
+    return Dataset(
+        name=name, path=folder, interactions=interactions, items=items, users=users, report=report
+    )
 
 
 def readable_title(title: str, move_article: bool = True) -> str:
@@ -442,7 +750,8 @@ def sample_users(dataset: Dataset, n_users: int | None, seed: int = 0) -> Datase
 
     A smaller dataset for quick runs (the ``smoke`` profile); ``None`` or a number at
     least the user count returns ``dataset`` unchanged. Item and user tables are kept
-    whole. The name gains a ``-uN`` suffix so saved artefacts never mix the two.
+    whole, as is the load report. The name gains a ``-uN`` suffix so saved artefacts
+    never mix the two.
     """
     users = np.array(sorted(dataset.interactions[USER].unique()))
     if n_users is None or n_users >= len(users):
@@ -457,6 +766,7 @@ def sample_users(dataset: Dataset, n_users: int | None, seed: int = 0) -> Datase
         interactions=frame,
         items=dataset.items,
         users=dataset.users,
+        report=dataset.report,
     )
 
 

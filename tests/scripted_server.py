@@ -20,7 +20,9 @@ Actions (build them with the functions below):
   default message echoes the key from the ``Authorization`` header as some providers do);
 - :func:`malformed_body` -- 200 with a body that is not JSON;
 - :func:`sleep` -- hang (past the client's timeout), then answer with another action;
-- :func:`drop` -- close the connection without sending any response.
+- :func:`drop` -- close the connection without sending any response;
+- :func:`body` -- 200 with any JSON body (no choices, null content, a legacy text shape);
+- :func:`crash` -- drop the connection and stop listening, like a killed server.
 
 Every request is recorded (method, path, headers, parsed JSON body, action) in a
 thread-safe log, so that tests can count HTTP calls and inspect what was sent.
@@ -52,7 +54,9 @@ __all__ = [
     "Action",
     "RecordedRequest",
     "ScriptedServer",
+    "body",
     "closed_port_url",
+    "crash",
     "drop",
     "echo",
     "echo_text",
@@ -150,6 +154,16 @@ def sleep(seconds: float, then: Action | None = None) -> Action:
 def drop() -> Action:
     """Close the connection after reading the request, without sending any response."""
     return Action("drop")
+
+
+def body(payload: Any) -> Action:
+    """Status 200 with ``payload`` as its JSON body (e.g. a completion with no choices)."""
+    return Action("body", {"payload": payload})
+
+
+def crash() -> Action:
+    """Drop the connection and stop listening, as a killed server does (``start`` revives it)."""
+    return Action("crash")
 
 
 def echo_text(messages: Sequence[dict[str, Any]]) -> str:
@@ -275,6 +289,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._drop()  # the server is stopping
         elif action.kind == "drop":
             self._drop()
+        elif action.kind == "body":
+            self._send(200, json.dumps(p["payload"]).encode())
+        elif action.kind == "crash":
+            self._drop()
+            threading.Thread(target=scripted.stop, daemon=True).start()
         else:  # pragma: no cover - a typo in a test
             raise ValueError(f"unknown action {action!r}")
 
@@ -389,11 +408,11 @@ class ScriptedServer:
 
     # -- lifetime
 
-    def start(self) -> ScriptedServer:
-        """Bind 127.0.0.1 on a free port and serve in a daemon thread."""
+    def start(self, port: int = 0) -> ScriptedServer:
+        """Bind 127.0.0.1 (on a free port, or ``port`` to restart where it was) and serve."""
         if self._httpd is not None:
             return self
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         httpd.scripted = self
         self._httpd = httpd
         self._stopping.clear()

@@ -436,10 +436,14 @@ def test_client_errors_are_not_retried(
     with bounded(3.0):
         scripted_server.set_default(status(code))
         client = make_client(scripted_server.url)
-        result = client.chat(_user("hi"))
+        request = ChatRequest(messages=_user("hi"))
+        result = client.map([request], progress=False, raise_unreachable=False)[0]
         assert not result.ok and result.failure == "transport"
         assert result.error is not None and str(code) in result.error
         assert scripted_server.count() == 1
+        if code in (401, 404):  # a wrong key, model or URL: the batch stops with one message
+            with pytest.raises(client_module.EndpointUnreachableError, match=str(code)):
+                client.chat(_user("hi"))
 
 
 def test_timeout_is_retried_then_a_transport_failure(
@@ -479,9 +483,12 @@ def test_dropped_connection_is_retried(
 
         scripted_server.set_default(drop())
         scripted_server.clear()
-        failed = client.chat(_user("again"))
+        again = ChatRequest(messages=_user("again"))
+        failed = client.map([again], progress=False, raise_unreachable=False)[0]
         assert not failed.ok and failed.failure == "transport"
         assert scripted_server.count() == MAX_ATTEMPTS
+        with pytest.raises(client_module.EndpointUnreachableError):  # no reply at all: stop
+            client.chat(_user("again"))
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "text/html"])
@@ -507,9 +514,10 @@ def test_closed_port_fails_fast(scripted_server: ScriptedServer, make_client: Ma
         assert all(r.ok for r in make_client(scripted_server.url).map(warm, progress=False))
         cold = [ChatRequest(messages=_user(f"new {i}")) for i in range(20)]
 
-        client = make_client(closed_port_url())
+        url = closed_port_url()
+        client = make_client(url)
         started = elapsed()
-        results = client.map(cold, progress=False)
+        results = client.map(cold, progress=False, raise_unreachable=False)
         took = elapsed() - started
         assert len(results) == 20
         assert all(not r.ok and r.failure == "transport" for r in results)
@@ -518,6 +526,9 @@ def test_closed_port_fails_fast(scripted_server: ScriptedServer, make_client: Ma
         assert client.usage.http_calls <= client.default_concurrency * MAX_ATTEMPTS
         assert sum("endpoint unreachable" in (r.error or "") for r in results) >= 20 - 8
         assert took < 5.0
+        # by default a batch that got no reply at all stops with one message naming the URL
+        with pytest.raises(client_module.EndpointUnreachableError, match=url):
+            client.map(cold, progress=False)
 
         mixed = client.map(warm + cold, progress=False)
         assert [r.ok for r in mixed] == [True] * 5 + [False] * 20
@@ -596,11 +607,17 @@ def test_the_api_key_never_leaks(
         results = [
             explicit.chat(_user("one")),
             explicit.chat_json(_user("two"), SCHEMA),
-            explicit.chat(_user("three")),  # 401 echoing the key
+            *explicit.map(  # 401 echoing the key
+                [ChatRequest(messages=_user("three"))], progress=False, raise_unreachable=False
+            ),
             explicit.chat(_user("four")),  # 429, a dropped connection, then a reply
             explicit.chat(_user("one")),  # cached
-            *explicit.map([ChatRequest(messages=_user(f"m{i}")) for i in range(4)]),
-            from_env.chat(_user("five")),  # 401 again, key from OPENAI_API_KEY
+            *explicit.map(
+                [ChatRequest(messages=_user(f"m{i}")) for i in range(4)], raise_unreachable=False
+            ),
+            *from_env.map(  # 401 again, key from OPENAI_API_KEY
+                [ChatRequest(messages=_user("five"))], progress=False, raise_unreachable=False
+            ),
         ]
         assert [r.ok for r in results] == [True, True, False, True, True] + [False] * 5
         # the server really did see the key, and echoed it back in the 401 bodies
@@ -648,10 +665,16 @@ def test_a_key_echoed_at_the_truncation_point_is_still_masked(
         for pad in range(100, 200, 4):
             message = "p" * pad + " Incorrect API key provided: " + key
             scripted_server.script(status(401, body={"error": {"message": message}}))
-            result = client.chat(_user(f"pad {pad}"))
+            request = ChatRequest(messages=_user(f"pad {pad}"))
+            result = client.map([request], progress=False, raise_unreachable=False)[0]
             assert not result.ok and result.error is not None
             if key[:6] in result.error:
                 leaks.append(f"pad {pad}: ...{result.error[-30:]}")
+            scripted_server.script(status(401, body={"error": {"message": message}}))
+            with pytest.raises(client_module.EndpointUnreachableError) as raised:
+                client.chat(_user(f"pad {pad}"))
+            if key[:6] in str(raised.value):
+                leaks.append(f"pad {pad} (raised): ...{str(raised.value)[-60:]}")
     assert leaks == []
 
 

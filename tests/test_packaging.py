@@ -32,8 +32,24 @@ def _environment_pins() -> dict[str, str]:
     return pins
 
 
+RUNTIME = "llama-cpp-python[server]"
+
+
 def test_environment_yml_matches_pyproject():
-    assert _environment_pins() == _pyproject_pins()
+    """Same pins, but the embedded runtime is left to runtime_build.py (see environment.yml)."""
+    pyproject = _pyproject_pins()
+    del pyproject[RUNTIME]
+    assert _environment_pins() == pyproject
+
+
+def test_runtime_pin_is_the_one_the_portable_build_installs():
+    from recagents.llm import runtime_build
+
+    assert _pyproject_pins()[RUNTIME] == runtime_build.LLAMA_CPP_VERSION
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    # installing the package from environment.yml would build the runtime with native flags
+    assert not any(line.startswith("-e") or "llama" in line for line in pip_section)
 
 
 def test_python_versions_agree():

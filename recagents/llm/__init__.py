@@ -15,6 +15,7 @@ from typing import Any
 from recagents.llm.client import (
     ChatRequest,
     ChatResult,
+    EndpointUnreachableError,
     LLMClient,
     Usage,
     get_client,
@@ -26,6 +27,7 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "Embedder",
+    "EndpointUnreachableError",
     "LLMClient",
     "Usage",
     "chat",

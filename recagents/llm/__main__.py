@@ -17,7 +17,7 @@ import sys
 import time
 
 from recagents.config import settings
-from recagents.llm.client import ChatRequest, LLMClient
+from recagents.llm.client import ChatRequest, EndpointUnreachableError, LLMClient
 
 CHECK_SCHEMA = {
     "type": "object",
@@ -42,11 +42,16 @@ def check() -> int:
         return 1
     if client.local:
         print(f"server:   {url} (started in {time.perf_counter() - started:.1f} s)")
+        print(f"runtime:  {runtime_summary()}")
     messages = [
         {"role": "system", "content": "You are a helpful assistant. Answer briefly."},
         {"role": "user", "content": "Name one famous movie from the 1990s."},
     ]
-    reply = client.chat(messages, max_tokens=40)
+    try:
+        reply = client.chat(messages, max_tokens=40)
+    except EndpointUnreachableError as error:
+        print(f"error:    {error}")
+        return 1
     if not reply.ok:
         print(f"error:    {reply.error}")
         return 1
@@ -62,6 +67,27 @@ def check() -> int:
     status = f"ok {structured.data}" if structured.ok else f"FAILED ({structured.error})"
     print(f"json:     {status} via {client.structured_mode}")
     return 0 if structured.ok else 1
+
+
+def runtime_summary() -> str:
+    """Which llama-cpp-python build serves the embedded model, and the CPU kernels it uses."""
+    from recagents.llm import runtime_build
+
+    record = runtime_build.recorded_build()
+    version = runtime_build.installed_version()
+    if record is None:
+        build = f"llama-cpp-python {version}, not the project's portable build"
+    else:
+        build = f"llama-cpp-python {record.get('version')}, portable build {record.get('key')}"
+    try:
+        import llama_cpp
+
+        info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+        features = [part.strip() for part in info.split("|") if part.strip().endswith("= 1")]
+        kernels = ", ".join(f.removesuffix(" = 1").split(":")[-1].strip() for f in features)
+    except Exception as error:  # noqa: BLE001 - informational only
+        kernels = f"unknown ({type(error).__name__})"
+    return f"{build}; CPU kernels: {kernels}"
 
 
 def serve(port: int) -> int:

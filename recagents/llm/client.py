@@ -12,7 +12,10 @@ thousand-call loop. Keys come only from the environment and are never stored or 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import email.utils
 import json
+import math
 import random
 import re
 import threading
@@ -185,6 +188,19 @@ class _EndpointDown(Exception):
     """The endpoint refused connections through every retry; later requests fail fast."""
 
 
+#: HTTP statuses that mean the configuration is wrong (key, permission, model or URL).
+_CONFIGURATION_STATUSES = frozenset({401, 403, 404})
+
+
+class EndpointUnreachableError(RuntimeError):
+    """No request of a batch got through: the endpoint is down, refuses us or lacks the model.
+
+    Raised by :meth:`LLMClient.map` so that a notebook stops at the model call with the
+    reason, instead of analysing a run in which every call failed. Replies that did come
+    back before are in the cache, so a rerun resumes.
+    """
+
+
 def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
     """Reply text, finish reason and token counts of a chat completion given as JSON.
 
@@ -192,12 +208,21 @@ def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
         _MalformedReply: The endpoint answered with something else (e.g. a proxy's page).
     """
     try:
-        if not isinstance(response["choices"], list):
+        choices = response["choices"]
+        if not isinstance(choices, list):
             raise TypeError("choices is not a list")
-        choice = (response["choices"] or [{}])[0] or {}
-        text = (choice.get("message") or {}).get("content") or ""
+        if not choices:
+            raise _MalformedReply("the completion has no choices")
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            shape = "a legacy text completion" if "text" in choice else "no message"
+            raise _MalformedReply(f"the completion's first choice has {shape}")
+        text = message.get("content")
+        if not isinstance(text, str):
+            raise _MalformedReply(f"the completion's message content is {type(text).__name__}")
         usage = response.get("usage") or {}
-        reply = {"text": str(text), "finish_reason": choice.get("finish_reason")}
+        reply = {"text": text, "finish_reason": choice.get("finish_reason")}
         return reply, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
         raise _MalformedReply(f"reply is not a chat completion: {str(response)[:80]}") from error
@@ -247,16 +272,40 @@ def _clamp_max_length(schema: Any) -> Any:
     return schema
 
 
+def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
+    """Seconds a server asked us to wait, from ``retry-after-ms`` or ``Retry-After``.
+
+    ``Retry-After`` is either a number of seconds or an HTTP date (RFC 9110, section
+    10.2.3); both are read, the date with the standard library's RFC 5322 date parser,
+    as the openai SDK does. The result is clamped to ``[0, MAX_RETRY_AFTER_S]``.
+
+    Args:
+        headers: The response headers (any mapping with case-insensitive ``get``).
+        now: The current POSIX time (for tests); default ``time.time()``.
+    """
+    if not hasattr(headers, "get"):
+        return None
+    seconds: float | None = None
+    milliseconds = headers.get("retry-after-ms")
+    value = headers.get("retry-after")
+    with contextlib.suppress(TypeError, ValueError):
+        if milliseconds is not None:
+            seconds = float(milliseconds) / 1000.0
+    if seconds is None and value is not None:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):
+                when = email.utils.parsedate_to_datetime(str(value))
+                seconds = when.timestamp() - (time.time() if now is None else now)
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
 def _retry_after(error: Exception) -> float | None:
     response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    if value is None:
-        return None
-    try:
-        return min(max(float(value), 0.0), MAX_RETRY_AFTER_S)
-    except ValueError:
-        return None
+    return retry_after_seconds(getattr(response, "headers", None) or {})
 
 
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*.]{4,}", re.IGNORECASE)
@@ -435,12 +484,18 @@ class LLMClient:
             except APIStatusError as error:
                 last_error = error
                 if error.status_code != 429 and error.status_code < 500:
+                    if error.status_code in _CONFIGURATION_STATUSES:
+                        state["fatal"] = _describe(error, self._api_key)
                     break  # 400/401/404...: retrying cannot help
                 delay = _retry_after(error)
             except (APITimeoutError, APIConnectionError) as error:
                 last_error = error
                 delay = None
                 refused += not isinstance(error, APITimeoutError)
+                dead = self._local_failure()
+                if dead:  # retrying a dead embedded server cannot help; the next batch restarts it
+                    state["down"] = dead
+                    raise _TransportFailure(dead, attempt) from error
             except (_MalformedReply, ValueError) as error:  # e.g. a gateway's HTML page
                 last_error = error
                 delay = None
@@ -471,9 +526,18 @@ class LLMClient:
                 )
                 await asyncio.sleep(max(backoff, delay or 0.0))
         message = _describe(last_error, self._api_key) if last_error else "no attempt made"
+        message = f"{message} (endpoint {state['url'] or self.backend})"
         if refused == self.config.llm_max_attempts:
-            state["down"] = f"endpoint unreachable ({message})"
+            state["down"] = f"endpoint unreachable: {message}"
         raise _TransportFailure(message, attempt)
+
+    def _local_failure(self) -> str | None:
+        """Why the embedded server died, when it is the backend and it did; else ``None``."""
+        if not self.local:
+            return None
+        from recagents.llm.local import local_server_failure
+
+        return local_server_failure()
 
     async def _one(
         self, request: ChatRequest, state: dict[str, Any], key: str | None = None
@@ -578,6 +642,7 @@ class LLMClient:
         progress: bool = True,
         desc: str = "LLM",
         order: Literal["given", "prefix"] | None = None,
+        raise_unreachable: bool = True,
     ) -> list[ChatResult]:
         """Run many requests concurrently; results come back in the order given.
 
@@ -589,9 +654,15 @@ class LLMClient:
             order: Scheduling order. ``prefix`` sends requests that share a prompt prefix
                 back to back, which lets a single-slot llama.cpp server reuse its KV cache
                 (default for the embedded server); ``given`` keeps the caller's order.
+            raise_unreachable: Raise :class:`EndpointUnreachableError` when no request got a
+                reply and the endpoint refused connections (or the embedded server died);
+                ``False`` returns the counted failures instead.
 
         Returns:
             One :class:`ChatResult` per request; failures are results, not exceptions.
+
+        Raises:
+            EndpointUnreachableError: See ``raise_unreachable``.
         """
         from tqdm.auto import tqdm
 
@@ -610,9 +681,10 @@ class LLMClient:
         bar = tqdm(total=len(requests), desc=desc, disable=not progress or len(requests) < 2)
         started = time.perf_counter()
 
+        state: dict[str, Any] = {"url": url, "prefetched": prefetched}
+
         async def run_all() -> None:
             semaphore = asyncio.Semaphore(limit)
-            state: dict[str, Any] = {"url": url, "prefetched": prefetched}
 
             async def run_one(index: int) -> None:
                 async with semaphore:
@@ -627,7 +699,14 @@ class LLMClient:
             bar.close()
             done = [r for r in results if r is not None]
             self._account(done, time.perf_counter() - started)
-        return [r for r in results if r is not None]
+        reason = state.get("down") or state.get("fatal")
+        if raise_unreachable and done and reason and not any(r.ok for r in done):
+            raise EndpointUnreachableError(
+                f"no reply from the model at {state['url'] or self.backend}: {reason}. All "
+                f"{len(done)} requests of this batch failed; replies already received are "
+                "cached, so a rerun resumes."
+            )
+        return done
 
     def totals(self) -> dict[str, Any]:
         """Totals over everything stored in the cache for this model (all runs)."""

@@ -37,6 +37,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -92,6 +93,7 @@ runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 _MAX_THREADS = 8  # a 135M model gains little from more; spare cores serve other processes
 _LOG_TAIL_LINES = 15
+_SELF_TEST_MIN_TIMEOUT_S = 30.0  # a cold first prompt on a busy core takes seconds
 _LOG_PREFIX = "llama-server-"
 _KEEP_LOGS = 20
 
@@ -159,6 +161,20 @@ def _default_threads() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, min(cores // 2, _MAX_THREADS))
+
+
+def _runtime_hint() -> str:
+    """What to do about a crashing runtime, given which build the environment holds."""
+    from recagents.llm import runtime_build
+
+    record = runtime_build.recorded_build()
+    if record is None:
+        return (
+            "This environment's llama-cpp-python is not the project's portable build; "
+            "install it with `python recagents/llm/runtime_build.py install`."
+        )
+    version, key = record.get("version"), record.get("key")
+    return f"Runtime: llama-cpp-python {version} (portable build {key})."
 
 
 def _free_port(host: str) -> int:
@@ -365,6 +381,7 @@ class LocalServer:
             with contextlib.suppress(OSError, ValueError):
                 models = _http_get_json(f"{self.base_url}/models", timeout=2.0)
                 if any(m.get("id") == MODEL_ALIAS for m in models.get("data", [])):
+                    self._self_test(deadline)
                     return
             if time.monotonic() > deadline:
                 self.stop()
@@ -374,6 +391,81 @@ class LocalServer:
                     f"{self._log_tail(log_path)}"
                 )
             time.sleep(0.1)
+
+    def _self_test(self, deadline: float) -> None:
+        """Send one short chat completion before the server is declared ready.
+
+        Why: a server can list its model and still die on the first real request (a
+        llama.cpp build whose AMX kernels fault inside a VM did exactly that), which a
+        client would otherwise see only as a bare "Connection error".
+
+        Raises:
+            LocalServerError: The process died (the message gives the signal and the log
+                tail) or the request failed or timed out.
+        """
+        body = json.dumps(
+            {
+                "model": MODEL_ALIAS,
+                "messages": [{"role": "user", "content": "Say OK."}],
+                "max_tokens": 2,
+                "temperature": 0.0,
+            }
+        ).encode()
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        timeout = max(deadline - time.monotonic(), _SELF_TEST_MIN_TIMEOUT_S)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+                reply = json.loads(response.read().decode("utf-8"))
+            if not reply.get("choices"):
+                raise ValueError(f"no choices in {str(reply)[:120]}")
+        except (OSError, ValueError) as error:
+            died = self.death_report(wait_s=2.0)
+            log_path = self._current_log
+            self.stop()
+            what = died or f"failed its start-up self-test ({type(error).__name__}: {error})"
+            raise LocalServerError(
+                f"local LLM server at {self.base_url} {what} during its start-up self-test "
+                f"(one 2-token chat completion). {_runtime_hint()} (log: {log_path}):\n"
+                f"{self._log_tail(log_path) if log_path else ''}"
+            ) from error
+
+    def death_report(self, wait_s: float = 0.0) -> str | None:
+        """How the server process ended (``"died with signal SIGSEGV (pid 12)"``), or ``None``.
+
+        Args:
+            wait_s: How long to wait for a dying process to be reaped first.
+        """
+        process = self._process
+        if process is None:
+            return None
+        if wait_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=wait_s)
+        code = process.poll()
+        if code is None:
+            return None
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"died with signal {signal.Signals(-code).name} (pid {process.pid})"
+            return f"died with signal {-code} (pid {process.pid})"
+        return f"exited with code {code} (pid {process.pid})"
+
+    def failure_report(self) -> str | None:
+        """A one-paragraph account of a dead server for a client's error, or ``None``."""
+        died = self.death_report(wait_s=1.0)
+        if died is None:
+            return None
+        log = self._current_log
+        tail = self._log_tail(log) if log else ""
+        last = " | ".join(line.strip() for line in tail.splitlines()[-3:] if line.strip())
+        return (
+            f"the embedded llama.cpp server at {self.base_url} {died}; "
+            f"{_runtime_hint()} Log: {log}. Last lines: {last}"
+        )
 
     @staticmethod
     def _log_tail(path: Path) -> str:
@@ -450,6 +542,12 @@ def get_local_server() -> LocalServer:
         server.start()
         _SINGLETON = server
         return server
+
+
+def local_server_failure() -> str | None:
+    """Why the process-wide server is dead (see :meth:`LocalServer.failure_report`), if it is."""
+    server = _SINGLETON
+    return server.failure_report() if server is not None else None
 
 
 def stop_local_server() -> None:

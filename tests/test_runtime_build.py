@@ -1,0 +1,126 @@
+"""The embedded runtime's build: portable flags, a key per build, and an install record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recagents.llm import runtime_build
+
+
+def test_x86_64_flags_are_portable() -> None:
+    args = runtime_build.cmake_args("x86_64")
+    assert "-DGGML_NATIVE=OFF" in args
+    assert "-DGGML_AVX2=ON" in args
+    # the kernels that fault where the OS has not enabled AMX tile state, and AVX-512
+    for flag in ("AMX_TILE", "AMX_INT8", "AMX_BF16", "AVX512"):
+        assert f"-DGGML_{flag}=OFF" in args
+    assert not any(a.endswith("=ON") and ("AMX" in a or "AVX512" in a) for a in args)
+
+
+def test_other_machines_keep_llama_cpp_defaults() -> None:
+    assert runtime_build.cmake_args("arm64") == ("-DLLAVA_BUILD=OFF",)
+    assert runtime_build.cmake_args("aarch64") == ("-DLLAVA_BUILD=OFF",)
+
+
+def test_the_key_changes_with_flags_version_and_machine() -> None:
+    base = runtime_build.build_key("0.3.36", ("-DA=ON",), "x86_64")
+    assert base == runtime_build.build_key("0.3.36", ("-DA=ON",), "x86_64")
+    assert base != runtime_build.build_key("0.3.36", ("-DA=OFF",), "x86_64")
+    assert base != runtime_build.build_key("0.3.37", ("-DA=ON",), "x86_64")
+    assert base != runtime_build.build_key("0.3.36", ("-DA=ON",), "aarch64")
+
+
+def test_wheel_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(runtime_build.WHEEL_DIR_ENV, str(tmp_path / "w"))
+    assert runtime_build.wheel_dir() == tmp_path / "w"
+    monkeypatch.delenv(runtime_build.WHEEL_DIR_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert runtime_build.wheel_dir() == tmp_path / "recagents" / "wheels"
+
+
+def test_this_environment_holds_the_portable_build() -> None:
+    """`make setup` installs through runtime_build, so the record must match this machine."""
+    record = runtime_build.recorded_build()
+    assert record is not None, "llama-cpp-python was not installed by runtime_build.py"
+    assert record["key"] == runtime_build.build_key()
+    assert record["version"] == runtime_build.installed_version()
+    assert Path(record["wheel"]).name.startswith("llama_cpp_python-")
+
+
+def test_loaded_library_has_no_amx_or_avx512_kernels() -> None:
+    """What the shared library itself reports, not only what we asked the build for."""
+    if runtime_build.cmake_args() != runtime_build.X86_64_ARGS:
+        pytest.skip("not an x86-64 machine")
+    code = "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"
+    info = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    enabled = {
+        p.split("=")[0].strip().split(":")[-1].strip() for p in info.split("|") if "= 1" in p
+    }
+    assert "AVX2" in enabled
+    assert not {name for name in enabled if name.startswith(("AMX", "AVX512"))}, info
+
+
+def test_install_is_skipped_when_the_record_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = {"key": runtime_build.build_key(), "version": "0.3.36"}
+    (tmp_path / runtime_build.RECORD_NAME).write_text(json.dumps(record))
+    monkeypatch.setattr(runtime_build.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(runtime_build, "installed_version", lambda: "0.3.36")
+
+    def no_build(*_: Any, **__: Any) -> Path:
+        raise AssertionError("must not build")
+
+    monkeypatch.setattr(runtime_build, "ensure_wheel", no_build)
+    assert runtime_build.install("0.3.36") == record
+
+
+def test_a_build_of_other_flags_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record of another key (or none: a pip-built wheel) means reinstall from our wheel."""
+    (tmp_path / runtime_build.RECORD_NAME).write_text(
+        json.dumps({"key": "native", "version": "0.3.36"})
+    )
+    monkeypatch.setattr(runtime_build.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(runtime_build, "installed_version", lambda: "0.3.36")
+    wheel = tmp_path / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"wheel")
+    monkeypatch.setattr(runtime_build, "ensure_wheel", lambda version: wheel)
+    commands: list[list[str]] = []
+
+    def fake_run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(runtime_build.subprocess, "run", fake_run)
+    record = runtime_build.install("0.3.36")
+    assert commands and "--force-reinstall" in commands[0] and str(wheel) in commands[0]
+    assert "--no-cache-dir" in commands[0]
+    assert record["key"] == runtime_build.build_key("0.3.36")
+    assert json.loads((tmp_path / runtime_build.RECORD_NAME).read_text()) == record
+
+
+def test_a_cached_wheel_is_reused_without_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(runtime_build.WHEEL_DIR_ENV, str(tmp_path))
+    key = runtime_build.build_key("0.3.36")
+    folder = tmp_path / f"llama_cpp_python-0.3.36-{key}"
+    folder.mkdir()
+    wheel = folder / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"wheel")
+
+    def no_run(*_: Any, **__: Any) -> None:
+        raise AssertionError("must not build")
+
+    monkeypatch.setattr(runtime_build.subprocess, "run", no_run)
+    assert runtime_build.ensure_wheel("0.3.36") == wheel
