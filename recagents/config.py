@@ -48,6 +48,9 @@ class Settings:
         llm_max_reasks: Re-asks after a reply that does not match its JSON schema.
         llm_structured: ``auto``, ``json_object`` or ``json_schema``.
         embed_model: Embeddings model of the endpoint (``None``: offline MiniLM).
+        lock_timeout_s: Seconds to wait for another process's lock on a cache entry before
+            giving up with an error that names the holder (``RECAGENTS_LOCK_TIMEOUT``;
+            default 1800).
     """
 
     cache_dir: Path
@@ -60,6 +63,7 @@ class Settings:
     llm_max_reasks: int = 2
     llm_structured: str = "auto"
     embed_model: str | None = None
+    lock_timeout_s: float = 1800.0
 
     @property
     def llm_cache_path(self) -> Path:
@@ -100,4 +104,5 @@ def settings() -> Settings:
         llm_max_reasks=int(_number("RECAGENTS_LLM_MAX_REASKS", 2, int, 0)),
         llm_structured=structured,
         embed_model=os.environ.get("RECAGENTS_EMBED_MODEL") or None,
+        lock_timeout_s=float(_number("RECAGENTS_LOCK_TIMEOUT", 1800.0, float, 0)),
     )

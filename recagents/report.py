@@ -222,8 +222,9 @@ class NotebookInfo:
 
 
 _PAPER_CLAIM_EMBEDDED = (
-    "With the embedded SmolLM2-135M, choices follow position more than taste (DESIGN.md: "
-    "52% on a two-way choice); expect 'not reproduced' here and the paper's effect sizes only "
+    "With the embedded SmolLM2-135M, choices follow position more than taste (README, 'What "
+    "the embedded model can and cannot do': 52% on a two-way choice); expect 'not reproduced' "
+    "here and the paper's effect sizes only "
     'from a capable endpoint with PROFILE="paper".'
 )
 

@@ -52,11 +52,12 @@ def test_second_training_call_is_a_cache_hit_with_identical_scores(small_split, 
     assert not first.from_cache and second.from_cache
     candidates = data.sample_candidates(small_split, 9, seed=3)
     assert first.score(candidates)[SCORE].tolist() == second.score(candidates)[SCORE].tolist()
-    saved = list(tmp_path.glob("recbole/models/BPR-*/*.pth"))
-    assert len(saved) == 1, "the processed dataset is saved beside the weights"
-    saved[0].write_bytes(saved[0].read_bytes()[:100])  # an interrupted write
-    with pytest.warns(UserWarning, match="rebuilt RecBole's dataset"):
+    assert not list(tmp_path.glob("recbole/models/BPR-*/*.pth")), "no pickles are cached"
+    (weights,) = tmp_path.glob("recbole/models/BPR-*/weights.pt")
+    weights.write_bytes(weights.read_bytes()[:100])  # an interrupted write
+    with pytest.warns(UserWarning, match="refused cached weights"):
         again = baselines.train_baseline("BPR", small_split, quick, cache_dir=tmp_path)
+    assert not again.from_cache, "unreadable weights are retrained"
     assert again.score(candidates)[SCORE].tolist() == first.score(candidates)[SCORE].tolist()
     other = baselines.TrainConfig(epochs=1, stopping_step=2)
     third = baselines.train_baseline("BPR", small_split, other, cache_dir=tmp_path, progress=False)

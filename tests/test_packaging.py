@@ -61,7 +61,7 @@ def test_python_versions_agree():
 
 
 def test_recbole_compatibility_caps():
-    """DESIGN.md: RecBole 1.2.1 needs numpy<2, scipy<1.12 and setuptools<81."""
+    """README, Compatibility notes: RecBole 1.2.1 needs numpy<2, scipy<1.12, setuptools<81."""
     pins = _pyproject_pins()
 
     def version(name: str) -> tuple[int, ...]:

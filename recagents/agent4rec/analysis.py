@@ -23,11 +23,9 @@ the filter bubble (:func:`genre_concentration`) and causal discovery with Direct
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
-import pickle
 import re
 import warnings
 from collections.abc import Iterable, Sequence
@@ -39,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
+from recagents import safepickle
 from recagents.columns import GENRES, ITEM, RATING, TITLE, USER
 from recagents.metrics import bootstrap_ci
 
@@ -312,38 +311,16 @@ def compute_traits(
 # --------------------------------------------------------------------------- official run
 
 
-class UnsafePickleError(pickle.UnpicklingError):
-    """A pickle asked for a global that the restricted loader does not admit."""
-
-
-_NUMPY_CORE = ("numpy.core.multiarray", "numpy._core.multiarray")
-_ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset(
-    {(module, name) for module in _NUMPY_CORE for name in ("_reconstruct", "scalar")}
-    | {("numpy", "ndarray"), ("numpy", "dtype")}
-    | {("builtins", name) for name in ("set", "frozenset", "bytearray", "complex")}
-)
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Unpickler that rebuilds only numpy arrays/scalars and plain containers."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        """Return an admitted global, refuse every other one."""
-        if (module, name) not in _ALLOWED_GLOBALS:
-            raise UnsafePickleError(
-                f"refusing to load global {module}.{name}: the official Agent4Rec pickles "
-                "only need numpy arrays/scalars and built-in containers"
-            )
-        return super().find_class(module, name)
+UnsafePickleError = safepickle.UnsafePickleError
 
 
 def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
-    """Load one official per-agent behaviour pickle with a restricted unpickler.
+    """Load one official per-agent behaviour pickle without running code from it.
 
-    Only numpy array and scalar reconstruction (``numpy.core.multiarray._reconstruct`` and
-    ``scalar``, ``numpy.ndarray``, ``numpy.dtype``) and a few harmless built-ins are admitted;
-    any other global (``os.system``, ``builtins.eval``, ...) raises, so a tampered file
-    cannot run code.
+    The file goes through :func:`recagents.safepickle.load` with the numpy plain-data
+    allow-list: numpy arrays and scalars of plain dtypes in built-in containers. Any other
+    global (``os.system``, ``builtins.eval``, ...) or an allocation the file's size cannot
+    account for raises, so a tampered file can neither run code nor exhaust memory.
 
     Args:
         path: A ``behavior/<agent>.pkl`` file of the official repository.
@@ -353,10 +330,10 @@ def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
         The stored object: ``{page: {...}, ..., "interview": [...]}``.
 
     Raises:
-        UnsafePickleError: If the file asks for a global outside the allow-list.
+        UnsafePickleError: If the file asks for something the allow-list refuses; the
+            message names the file and the global.
     """
-    data = Path(path).read_bytes()
-    obj = _RestrictedUnpickler(io.BytesIO(data)).load()
+    obj = safepickle.load(path, allow=safepickle.NUMPY_PLAIN)
     return _to_plain(obj) if plain else obj
 
 

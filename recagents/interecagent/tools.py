@@ -7,7 +7,9 @@ scripted on its own:
 
 - :class:`ItemTable`: the catalogue as an in-memory SQLite table ``items``, with a
   :meth:`~ItemTable.describe` text for prompts and read-only SQL (:meth:`~ItemTable.run_select`)
-  enforced by SQLite's authorizer, not by pattern matching alone.
+  enforced by SQLite's authorizer, limits and a time limit, not by pattern matching alone
+  (:mod:`recagents.interecagent.sqlguard`). Every observation a tool returns is capped in
+  characters (:data:`OBSERVATION_CHARS`; ``lookup_chars`` for the SQL tools).
 - :class:`CandidateBus`: the current candidate ids (all items at the start of a turn), capped
   at 1,000 whenever a tool writes to it.
 - The six tools: :func:`candidate_store`, :func:`lookup`, :func:`hard_filter`,
@@ -30,13 +32,13 @@ Deviations from the released code, each deliberate and documented where it happe
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -47,6 +49,18 @@ from scipy import sparse
 
 from recagents.columns import GENRES, ITEM, RATING, TITLE, USER, YEAR
 from recagents.data import Dataset, readable_title
+from recagents.interecagent.sqlguard import (
+    COLUMNS,
+    LOOKUP_CHARS,
+    TABLE,
+    IdSelection,
+    ReadOnlyTable,
+    SelectResult,
+    ToolError,
+    _prepare_select,
+    _selects_id,
+    clip_text,
+)
 from recagents.metrics import bootstrap_ci
 
 if TYPE_CHECKING:
@@ -55,6 +69,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BUS_CAP",
     "COLUMNS",
+    "LOOKUP_CHARS",
+    "OBSERVATION_CHARS",
     "PLAN_OBJECT_SCHEMA",
     "PLAN_SCHEMA",
     "RANK_SCHEMAS",
@@ -65,6 +81,7 @@ __all__ = [
     "CandidateBus",
     "ConversationMetrics",
     "ExecutionTrack",
+    "IdSelection",
     "ItemCF",
     "ItemRow",
     "ItemTable",
@@ -98,16 +115,13 @@ __all__ = [
     "validate_plan",
 ]
 
-#: Name of the one table the SQL tools see.
-TABLE = "items"
-#: Columns of :data:`TABLE`, in order.
-COLUMNS = ("id", "title", "release_year", "tags", "visited_num", "avg_rating")
 #: Most candidates the bus holds after a tool writes to it (the paper's cap).
 BUS_CAP = 1000
 #: Candidates kept by :func:`rank` (the paper's top 100).
 RANK_KEEP = 100
-#: Character budget of a :func:`lookup` answer (the paper trims to about 512 tokens).
-LOOKUP_CHARS = 2000
+#: Longest observation or error text any tool returns (map_titles' list of 100 titles fits);
+#: lookup and hard_filter keep to the smaller ``ToolContext.lookup_chars``.
+OBSERVATION_CHARS = 4000
 #: Soft filter's share of the catalogue: 0.1 in the paper's evaluation, 0.05 in its app.
 TOP_RATIO_EVAL = 0.1
 TOP_RATIO_APP = 0.05
@@ -151,228 +165,12 @@ TOOL_DESCRIPTIONS = {
 _BUS_TOOLS = frozenset(TOOL_NAMES) - {"lookup"}
 
 
-class ToolError(ValueError):
-    """A tool input that cannot be run, with a message the planner (and a reader) can act on."""
-
-
 class PlanError(ValueError):
     """A plan that cannot be executed; ``problems`` lists every reason, one line each."""
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         super().__init__("invalid plan: " + "; ".join(self.problems))
-
-
-# --------------------------------------------------------------------------- SQL text
-
-
-_SQL_TOKEN = re.compile(
-    r"""
-    (?P<space>\s+)
-    |(?P<comment>--[^\n]*|/\*.*?(?:\*/|\Z))
-    |(?P<string>'(?:[^']|'')*(?:'|\Z))
-    |(?P<quoted>"(?:[^"]|"")*(?:"|\Z)|`[^`]*(?:`|\Z)|\[[^\]]*(?:\]|\Z))
-    |(?P<word>[A-Za-z_][A-Za-z0-9_$]*)
-    |(?P<other>.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-#: Leading keywords of statements that change data, schema or connection state.
-_MODIFYING = {
-    "INSERT": "inserts rows",
-    "UPDATE": "changes rows",
-    "DELETE": "deletes rows",
-    "REPLACE": "replaces rows",
-    "UPSERT": "changes rows",
-    "DROP": "drops a table",
-    "CREATE": "creates a table, view, index or trigger",
-    "ALTER": "changes the schema",
-    "ATTACH": "attaches a database",
-    "DETACH": "detaches a database",
-    "PRAGMA": "changes or reads database settings",
-    "VACUUM": "rewrites the database",
-    "REINDEX": "rebuilds indexes",
-    "ANALYZE": "writes statistics tables",
-    "BEGIN": "starts a transaction",
-    "COMMIT": "ends a transaction",
-    "END": "ends a transaction",
-    "ROLLBACK": "ends a transaction",
-    "SAVEPOINT": "starts a transaction",
-    "RELEASE": "ends a transaction",
-}
-
-
-class _Token(NamedTuple):
-    kind: str
-    text: str
-
-
-def _tokenize(sql: str) -> list[_Token]:
-    """Split SQL into tokens (strings, identifiers, words, comments, punctuation, space)."""
-    return [_Token(m.lastgroup or "other", m.group()) for m in _SQL_TOKEN.finditer(sql)]
-
-
-def _significant(tokens: Iterable[_Token]) -> list[_Token]:
-    return [t for t in tokens if t.kind not in ("space", "comment")]
-
-
-def _is_word(token: _Token, *words: str) -> bool:
-    return token.kind == "word" and token.text.upper() in words
-
-
-def _identifier(token: _Token) -> str:
-    """The name an identifier token stands for, without quotes."""
-    if token.kind == "quoted":
-        return token.text[1:-1]
-    return token.text
-
-
-def _cte_names(tokens: list[_Token]) -> set[str]:
-    """Names defined by a leading ``WITH`` clause (lower case)."""
-    sig = _significant(tokens)
-    if not sig or not _is_word(sig[0], "WITH"):
-        return set()
-    names: set[str] = set()
-    depth, expect_name = 0, True
-    for token in sig[1:]:
-        if token.text == "(":
-            depth += 1
-        elif token.text == ")":
-            depth -= 1
-        elif depth == 0:
-            if _is_word(token, "RECURSIVE"):
-                continue
-            if expect_name and token.kind in ("word", "quoted"):
-                names.add(_identifier(token).lower())
-                expect_name = False
-            elif token.text == ",":
-                expect_name = True
-            elif _is_word(token, "SELECT", "VALUES", "INSERT", "UPDATE", "DELETE", "REPLACE"):
-                break
-    return names
-
-
-def _ground_tables(tokens: list[_Token]) -> tuple[list[_Token], list[str]]:
-    """Force every table named after FROM or JOIN to :data:`TABLE`, as the paper's grounding.
-
-    Subqueries and names defined by ``WITH`` are left alone; ``IS [NOT] DISTINCT FROM`` is
-    not a table reference. Returns the new tokens and one note per rewrite.
-    """
-    ctes = _cte_names(tokens)
-    out = list(tokens)
-    notes: list[str] = []
-    positions = [i for i, t in enumerate(out) if t.kind not in ("space", "comment")]
-    for n, index in enumerate(positions):
-        token = out[index]
-        if not _is_word(token, "FROM", "JOIN") or n + 1 >= len(positions):
-            continue
-        if _is_word(token, "FROM") and n >= 1 and _is_word(out[positions[n - 1]], "DISTINCT"):
-            if n >= 2 and _is_word(out[positions[n - 2]], "IS", "NOT"):
-                continue
-        first = n + 1
-        if out[positions[first]].kind not in ("word", "quoted"):
-            continue  # a subquery or something SQLite will reject on its own
-        last = first
-        while (
-            last + 2 < len(positions)
-            and out[positions[last + 1]].text == "."
-            and out[positions[last + 2]].kind in ("word", "quoted")
-        ):
-            last += 2
-        start, stop = positions[first], positions[last]
-        written = "".join(t.text for t in out[start : stop + 1])
-        name = _identifier(out[stop]).lower()
-        if last == first and (name == TABLE or name in ctes):
-            continue
-        out[start : stop + 1] = [_Token("word", TABLE)] + [_Token("space", "")] * (stop - start)
-        notes.append(f"table {written!r} does not exist; used {TABLE!r} instead")
-    return out, notes
-
-
-def _has_order_by(tokens: list[_Token]) -> bool:
-    """Whether the outermost query ends with an ORDER BY."""
-    sig = _significant(tokens)
-    depth = 0
-    for i, token in enumerate(sig):
-        if token.text == "(":
-            depth += 1
-        elif token.text == ")":
-            depth -= 1
-        elif depth == 0 and _is_word(token, "ORDER") and i + 1 < len(sig):
-            if _is_word(sig[i + 1], "BY"):
-                return True
-    return False
-
-
-def _selects_id(tokens: list[_Token]) -> bool:
-    """Whether the outermost SELECT list plausibly holds the ``id`` column (or ``*``)."""
-    sig = _significant(tokens)
-    depth, inside = 0, False
-    for token in sig:
-        if token.text == "(":
-            depth += 1
-        elif token.text == ")":
-            depth -= 1
-        elif depth == 0 and _is_word(token, "SELECT"):
-            inside = True
-        elif depth == 0 and inside and _is_word(token, "FROM"):
-            return False
-        elif inside and depth == 0 and (token.text == "*" or _identifier(token).lower() == "id"):
-            return True
-    return False
-
-
-@dataclass(frozen=True)
-class _PreparedSQL:
-    sql: str
-    tokens: list[_Token]
-    notes: list[str]
-
-
-def _prepare_select(sql: Any) -> _PreparedSQL:
-    """Check that ``sql`` is one SELECT statement and ground its table names.
-
-    This is the text-level layer; the authorizer of :class:`ItemTable` is the one that
-    guarantees nothing but reading can happen.
-
-    Raises:
-        ToolError: Not a string, empty, unterminated, several statements, or not a SELECT.
-    """
-    if not isinstance(sql, str):
-        raise ToolError(f"the SQL input must be a string, got {type(sql).__name__}")
-    text = sql.strip()
-    if not text:
-        raise ToolError("the SQL input is empty; write one SELECT statement on the items table")
-    if not sqlite3.complete_statement(text + "\n;"):
-        raise ToolError("the SQL is incomplete (an unterminated string, quote or comment?)")
-    tokens = _tokenize(text)
-    statements: list[list[_Token]] = [[]]
-    for token in tokens:
-        if token.text == ";" and token.kind == "other":
-            statements.append([])
-        else:
-            statements[-1].append(token)
-    statements = [s for s in statements if _significant(s)]
-    if not statements:
-        raise ToolError("the SQL input holds no statement")
-    if len(statements) > 1:
-        raise ToolError(
-            f"the SQL holds {len(statements)} statements; only one SELECT is allowed per call"
-        )
-    tokens = statements[0]
-    first = _significant(tokens)[0]
-    keyword = first.text.upper()
-    if first.kind == "word" and keyword in _MODIFYING:
-        raise ToolError(
-            f"refused: a {keyword} statement {_MODIFYING[keyword]}; the table is read-only "
-            "and only one SELECT statement is allowed"
-        )
-    if not (_is_word(first, "SELECT", "WITH")):
-        raise ToolError(f"refused: the SQL starts with {first.text!r}; only SELECT is allowed")
-    tokens, notes = _ground_tables(tokens)
-    rebuilt = "".join(" " if t.kind == "comment" else t.text for t in tokens).strip()
-    return _PreparedSQL(sql=rebuilt, tokens=tokens, notes=notes)
 
 
 # --------------------------------------------------------------------------- item table
@@ -402,55 +200,6 @@ class ItemRow:
     def display(self) -> str:
         """Title with the year, e.g. ``"Hamlet (1948)"``: titles alone are not unique."""
         return self.title if self.release_year is None else f"{self.title} ({self.release_year})"
-
-
-@dataclass(frozen=True)
-class SelectResult:
-    """Rows of one read-only SELECT.
-
-    Attributes:
-        sql: The statement that ran (after grounding).
-        columns: Result column names.
-        rows: Result rows (at most the row cap).
-        trimmed: Whether the query returned more rows than the cap.
-        notes: What grounding and trimming did, for the observation.
-        ordered: Whether the outermost query has an ORDER BY.
-    """
-
-    sql: str
-    columns: tuple[str, ...]
-    rows: list[tuple[Any, ...]]
-    trimmed: bool
-    notes: tuple[str, ...]
-    ordered: bool
-
-    def as_text(self, max_chars: int = LOOKUP_CHARS) -> str:
-        """Rows as ``a | b | c`` lines under a header, cut to about ``max_chars`` characters."""
-        if not self.rows:
-            return "No rows."
-        lines = [" | ".join(self.columns)]
-        used = len(lines[0])
-        shown = 0
-        for row in self.rows:
-            line = " | ".join(_cell(value) for value in row)
-            if shown and used + len(line) + 1 > max_chars:
-                break
-            lines.append(line)
-            used += len(line) + 1
-            shown += 1
-        left = len(self.rows) - shown
-        if left or self.trimmed:
-            more = f"{left} more rows" + (" and possibly others" if self.trimmed else "")
-            lines.append(f"... ({more} not shown)")
-        return "\n".join(lines)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
 
 
 class TitleMatch(NamedTuple):
@@ -496,14 +245,16 @@ def split_titles(titles: str | Sequence[str]) -> list[str]:
     return [p.strip().strip("\"'").strip() for p in parts if p.strip().strip("\"'").strip()]
 
 
-class ItemTable:
+class ItemTable(ReadOnlyTable):
     """The catalogue as an in-memory SQLite table ``items`` that the SQL tools may only read.
 
     Columns: ``id`` (our item id), ``title`` (readable, year-free), ``release_year``,
     ``tags`` (genres, comma-joined), ``visited_num`` (interactions in the frame given) and
-    ``avg_rating``. Once built, the connection's authorizer allows nothing but SELECT, reading
-    the item table and calling SQL functions; every SQL text from a planner goes through
-    :meth:`run_select` or :meth:`check_select`.
+    ``avg_rating``. The SQL side is :class:`~recagents.interecagent.sqlguard.ReadOnlyTable`:
+    once built, the connection's authorizer allows nothing but SELECT, reading the item table
+    and calling the allowed SQL functions, within SQLite's limits, a heap cap and a time
+    limit; every SQL text from a planner goes through :meth:`run_select`, :meth:`select_ids`
+    or :meth:`check_select`.
 
     Args:
         rows: The items, in the order the bus lists them at the start of a turn.
@@ -522,26 +273,16 @@ class ItemTable:
             dup = pd.Series(ids)[pd.Series(ids).duplicated()].iloc[0]
             raise ValueError(f"item id {dup!r} is listed more than once")
         self.domain = domain
-        self.timeout_s = timeout_s
         self.ids: tuple[str, ...] = tuple(ids)
         self.rows: dict[str, ItemRow] = {row.id: row for row in rows}
         self.position: dict[str, int] = {item: i for i, item in enumerate(ids)}
-        self._trusted = True
-        # Autocommit: the module never opens a transaction an untrusted statement could see.
-        self._conn = sqlite3.connect(":memory:", isolation_level=None)
-        self._conn.execute(
-            f"CREATE TABLE {TABLE} (id TEXT PRIMARY KEY, title TEXT NOT NULL, "
-            "release_year INTEGER, tags TEXT, visited_num INTEGER NOT NULL, avg_rating REAL)"
-        )
-        self._conn.executemany(
-            f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)",
+        super().__init__(
             [
                 (r.id, r.title, r.release_year, r.tags, int(r.visited_num), r.avg_rating)
                 for r in rows
             ],
+            timeout_s=timeout_s,
         )
-        self._conn.set_authorizer(self._authorize)
-        self._trusted = False
         self._title_choices: list[str] | None = None
         self._title_owner: list[str] | None = None
 
@@ -704,146 +445,6 @@ class ItemTable:
                     line += " Values include: " + ", ".join(examples) + "."
             lines.append(line)
         return "\n".join(lines)
-
-    # ------------------------------------------------------------------ SQL
-
-    def _authorize(
-        self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
-    ) -> int:
-        """SQLite authorizer: nothing but SELECT, reading the item table and functions."""
-        if self._trusted:
-            return sqlite3.SQLITE_OK
-        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION):
-            return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_READ and arg1 in (TABLE, "bus_ids"):
-            return sqlite3.SQLITE_OK
-        return sqlite3.SQLITE_DENY
-
-    @contextmanager
-    def _trusted_block(self) -> Iterator[None]:
-        self._trusted = True
-        try:
-            yield
-        finally:
-            self._trusted = False
-
-    @contextmanager
-    def _within(self, item_ids: Sequence[str] | None) -> Iterator[None]:
-        """Let ``items`` mean only ``item_ids`` for the queries inside (a TEMP view shadows it)."""
-        if item_ids is None:
-            yield
-            return
-        with self._trusted_block():
-            self._conn.execute("CREATE TEMP TABLE bus_ids (id TEXT PRIMARY KEY)")
-            self._conn.executemany("INSERT INTO temp.bus_ids VALUES (?)", [(i,) for i in item_ids])
-            self._conn.execute(
-                f"CREATE TEMP VIEW {TABLE} AS SELECT * FROM main.{TABLE} "
-                "WHERE id IN (SELECT id FROM temp.bus_ids)"
-            )
-        try:
-            yield
-        finally:
-            with self._trusted_block():
-                self._conn.execute(f"DROP VIEW temp.{TABLE}")
-                self._conn.execute("DROP TABLE temp.bus_ids")
-
-    def _sql_error(self, error: sqlite3.Error, sql: str) -> ToolError:
-        message = str(error)
-        if "no such column" in message:
-            name = message.split(":", 1)[1].strip()
-            bare = name.split(".")[-1]
-            guess = process.extractOne(bare, COLUMNS, scorer=fuzz.ratio)
-            hint = f" Did you mean {guess[0]!r}?" if guess and guess[1] >= 60 else ""
-            return ToolError(
-                f"unknown column {name!r}; the {TABLE} table has columns "
-                f"{', '.join(COLUMNS)}.{hint}"
-            )
-        if "no such table" in message:
-            name = message.split(":", 1)[1].strip()
-            return ToolError(f"unknown table {name!r}; the only table is {TABLE!r}")
-        if "not authorized" in message or "prohibited" in message:
-            return ToolError(
-                "refused: the statement would do more than read the items table "
-                "(only a read-only SELECT is allowed)"
-            )
-        if "interrupted" in message:
-            return ToolError(f"the query ran longer than {self.timeout_s:g} s and was stopped")
-        return ToolError(f"SQL error: {message} (in: {sql})")
-
-    def check_select(self, sql: str) -> list[str]:
-        """Validate ``sql`` as one read-only SELECT without running it.
-
-        SQLite prepares ``EXPLAIN <sql>`` under the authorizer: preparing resolves every
-        table and column and asks the authorizer for each action, and running EXPLAIN only
-        lists the program; the query itself never runs.
-
-        Returns:
-            Notes on grounding (e.g. a table name that was replaced).
-
-        Raises:
-            ToolError: Why the SQL would be refused or fail.
-        """
-        prepared = _prepare_select(sql)
-        try:
-            self._conn.execute("EXPLAIN " + prepared.sql).fetchall()
-        except (sqlite3.Error, sqlite3.Warning) as error:
-            raise self._sql_error(error, prepared.sql) from error
-        return prepared.notes
-
-    def run_select(
-        self, sql: str, max_rows: int | None = 100, within: Sequence[str] | None = None
-    ) -> SelectResult:
-        """Run one read-only SELECT and return its rows.
-
-        Args:
-            sql: One SELECT (or WITH ... SELECT) statement on :data:`TABLE`. A different table
-                name after FROM or JOIN is replaced by :data:`TABLE` and a note says so.
-            max_rows: Most rows returned; ``None`` returns all. A note says when rows were cut.
-            within: Restrict ``items`` to these ids for this query (the hard filter runs over
-                the bus only), so ``LIMIT`` and aggregates see only them.
-
-        Returns:
-            The :class:`SelectResult`.
-
-        Raises:
-            ToolError: Several statements, anything but a SELECT (refused by the text check
-                or by the authorizer), an unknown column (the message lists the real ones),
-                or any other SQL error; the table is never changed.
-        """
-        prepared = _prepare_select(sql)
-        deadline = time.monotonic() + self.timeout_s
-        self._conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-        try:
-            with self._within(within):
-                cursor = self._conn.execute(prepared.sql)
-                columns = tuple(d[0] for d in cursor.description or ())
-                if max_rows is None:
-                    rows, trimmed = cursor.fetchall(), False
-                else:
-                    rows = cursor.fetchmany(max_rows + 1)
-                    trimmed = len(rows) > max_rows
-                    rows = rows[:max_rows]
-                cursor.close()
-        except (sqlite3.Error, sqlite3.Warning) as error:
-            raise self._sql_error(error, prepared.sql) from error
-        finally:
-            self._conn.set_progress_handler(None, 0)
-        notes = list(prepared.notes)
-        if trimmed:
-            notes.append(f"the query returned more than {max_rows} rows; showing the first")
-        return SelectResult(
-            sql=prepared.sql,
-            columns=columns,
-            rows=rows,
-            trimmed=trimmed,
-            notes=tuple(notes),
-            ordered=_has_order_by(prepared.tokens),
-        )
-
-    def count_rows(self) -> int:
-        """Rows in the table (the trusted way, for checks that nothing changed)."""
-        with self._trusted_block():
-            return int(self._conn.execute(f"SELECT COUNT(*) FROM main.{TABLE}").fetchone()[0])
 
     # ------------------------------------------------------------------ titles
 
@@ -1118,7 +719,7 @@ class ToolContext:
         embed: Text-embedding function for the soft filter's fallback; ``None`` uses
             :func:`recagents.llm.embed.embed` (offline MiniLM, cached).
         top_ratio: Soft filter's share of the catalogue (0.1 eval, 0.05 app).
-        lookup_chars: Character budget of a lookup answer.
+        lookup_chars: Character budget of a lookup or hard_filter observation.
         rank_keep: Candidates kept by :func:`rank`.
         map_n: Recommendations made by :func:`map_titles` when the plan does not say.
         title_min_score: Lowest fuzzy score accepted when mapping titles to ids.
@@ -1228,16 +829,47 @@ def candidate_store(ctx: ToolContext, titles: str | Sequence[str]) -> str:
         raise ToolError("candidate_store needs at least one title (separate titles with ';;')")
     ids, notes = _matched(ctx, parts)
     if not ids:
-        return _sentence(
-            [f"No title matched; the candidates are unchanged ({len(ctx.bus):,} items)", *notes]
-        )
+        head = f"No title matched; the candidates are unchanged ({len(ctx.bus):,} items)"
+        return clip_text(_sentence([head, *notes]), OBSERVATION_CHARS)
     cap_note = ctx.bus.set(ids, "candidate_store", ordered=True)
     stored = ", ".join(ctx.table.display_title(i) for i in ids[:10])
-    return _sentence(
-        [f"Stored {len(ids)} of {len(parts)} titles as the candidates: {stored}", *notes, cap_note]
-    )
+    head = f"Stored {len(ids)} of {len(parts)} titles as the candidates: {stored}"
+    return clip_text(_sentence([head, *notes, cap_note]), OBSERVATION_CHARS)
 
 
+#: What SQLite, or converting its values, may raise on a planner's SQL.
+_SQL_TOOL_FAILURES = (
+    sqlite3.Error,
+    sqlite3.Warning,
+    MemoryError,
+    OverflowError,
+    UnicodeError,
+    RecursionError,
+)
+
+
+def _sql_tool(tool: Callable[[ToolContext, str], str]) -> Callable[[ToolContext, str], str]:
+    """Turn any failure a planner's SQL can cause inside ``tool`` into a :class:`ToolError`.
+
+    :class:`ItemTable` already does so for SQLite's own work; this boundary also covers
+    whatever the tool does with the rows, so that a failed query ends one step (which the
+    planner sees and can retry), never the whole run. Programming errors (``TypeError``,
+    ``KeyError``, ...) are not caught.
+    """
+
+    @functools.wraps(tool)
+    def guarded(ctx: ToolContext, sql: str) -> str:
+        try:
+            return tool(ctx, sql)
+        except _SQL_TOOL_FAILURES as error:
+            kind = "ran out of memory" if isinstance(error, MemoryError) else "failed"
+            detail = clip_text(f"{type(error).__name__}: {error}", 200)
+            raise ToolError(f"the SQL {kind} ({detail}); simplify the query") from error
+
+    return guarded
+
+
+@_sql_tool
 def lookup(ctx: ToolContext, sql: str) -> str:
     """Answer a question about items with one read-only SELECT over the whole table.
 
@@ -1246,21 +878,25 @@ def lookup(ctx: ToolContext, sql: str) -> str:
         sql: One SELECT statement on ``items``.
 
     Returns:
-        The rows as compact text, cut to ``ctx.lookup_chars`` characters; the bus is unchanged.
+        The rows as compact text, at most ``ctx.lookup_chars`` characters however wide the
+        rows (each value cut to ``CELL_CHARS``, cuts marked); the bus is unchanged.
     """
     result = ctx.table.run_select(sql, max_rows=100)
-    text = result.as_text(ctx.lookup_chars)
-    notes = _sentence(result.notes)
-    return f"{text}\n({notes})" if notes else text
+    notes = clip_text(_sentence(result.notes), max(ctx.lookup_chars // 4, 80))
+    room = ctx.lookup_chars - (len(notes) + 3 if notes else 0)
+    text = result.as_text(room)
+    return clip_text(f"{text}\n({notes})" if notes else text, ctx.lookup_chars)
 
 
+@_sql_tool
 def hard_filter(ctx: ToolContext, sql: str) -> str:
     """Keep the candidates that satisfy hard conditions, written as one SELECT.
 
     The query runs over the current candidates only (``items`` is restricted to the bus while
-    it runs) and must select the ``id`` column. With an ORDER BY the kept ids follow the
-    query's order (and a cap keeps the first 1,000); without one they keep the bus's order
-    (and a cap keeps a random 1,000).
+    it runs) and must select the ``id`` column. A hard filter only narrows: its result is
+    intersected with the current candidates whatever the SQL says (``main.items`` reaches the
+    whole catalogue). With an ORDER BY the kept ids follow the query's order (and a cap keeps
+    the first 1,000); without one they keep the bus's order (and a cap keeps a random 1,000).
 
     Args:
         ctx: The tool context.
@@ -1269,27 +905,20 @@ def hard_filter(ctx: ToolContext, sql: str) -> str:
     Returns:
         How many candidates are left.
     """
-    result = ctx.table.run_select(sql, max_rows=None, within=ctx.bus.ids)
-    lowered = [c.lower() for c in result.columns]
-    if "id" not in lowered:
-        raise ToolError(
-            "a hard_filter query must select the id column, e.g. "
-            f"SELECT id FROM {TABLE} WHERE tags LIKE '%Comedy%'; this one selects "
-            f"{', '.join(result.columns) or 'nothing'}"
-        )
-    column = lowered.index("id")
-    found = [str(row[column]) for row in result.rows if row[column] is not None]
-    before = len(ctx.bus)
-    if result.ordered:
-        kept = list(dict.fromkeys(found))
+    candidates = list(ctx.bus.ids)
+    selection = ctx.table.select_ids(sql, within=candidates)
+    # select_ids keeps only candidates already; intersecting here too keeps the rule local.
+    current = set(candidates)
+    if selection.ordered:
+        kept = [i for i in selection.ids if i in current]
     else:
-        wanted = set(found)
-        kept = [i for i in ctx.bus.ids if i in wanted]
-    cap_note = ctx.bus.set(kept, "hard_filter", ordered=result.ordered)
-    head = f"Hard filter: {len(kept):,} of {before:,} candidates match"
+        wanted = set(selection.ids)
+        kept = [i for i in candidates if i in wanted]
+    cap_note = ctx.bus.set(kept, "hard_filter", ordered=selection.ordered)
+    head = f"Hard filter: {len(kept):,} of {len(candidates):,} candidates match"
     if not kept:
         head += "; no candidate is left (the conditions may be too strict)"
-    return _sentence([head, *result.notes, cap_note])
+    return clip_text(_sentence([head, *selection.notes, cap_note]), ctx.lookup_chars)
 
 
 def soft_filter(
@@ -1349,9 +978,8 @@ def soft_filter(
     cap_note = ctx.bus.set(
         kept, "soft_filter", ordered=True, scores=scores, score_kind="similarity"
     )
-    return _sentence(
-        [f"Soft filter ({how}): {len(kept):,} of {before:,} candidates kept", *notes, cap_note]
-    )
+    head = f"Soft filter ({how}): {len(kept):,} of {before:,} candidates kept"
+    return clip_text(_sentence([head, *notes, cap_note]), OBSERVATION_CHARS)
 
 
 def parse_rank_input(value: Any) -> dict[str, Any]:
@@ -1478,7 +1106,7 @@ def rank(
     head = f"Ranked {len(candidates):,} of {before:,} candidates by {how}; kept {len(ranked):,}"
     if removed:
         notes.insert(0, f"removed {removed} unwanted item(s)")
-    return _sentence([head, *notes])
+    return clip_text(_sentence([head, *notes]), OBSERVATION_CHARS)
 
 
 def map_titles(ctx: ToolContext, n: int | str | None = None) -> tuple[list[str], str]:
@@ -1504,7 +1132,7 @@ def map_titles(ctx: ToolContext, n: int | str | None = None) -> tuple[list[str],
     if not ids:
         return [], "No candidate is left to recommend."
     listed = "; ".join(f"{k}. {ctx.table.display_title(i)}" for k, i in enumerate(ids, 1))
-    return ids, f"Here are recommendations: {listed}"
+    return ids, clip_text(f"Here are recommendations: {listed}", OBSERVATION_CHARS)
 
 
 # --------------------------------------------------------------------------- plans
@@ -1796,9 +1424,9 @@ def execute_step(ctx: ToolContext, step: PlanStep, track: ExecutionTrack) -> Ste
     try:
         observation, ids = _run_step(ctx, step)
     except ToolError as error:
-        record.error = str(error)
+        record.error = clip_text(str(error), OBSERVATION_CHARS)
     else:
-        record.observation = observation
+        record.observation = clip_text(observation, OBSERVATION_CHARS)
         if ids is not None:
             track.recommended_ids = ids
     record.size_after = len(ctx.bus)
@@ -1818,8 +1446,9 @@ def execute_plan(
     A map_titles step is appended when the plan has none. Steps keep their order and may
     repeat. A step whose input fails raises no exception: its :class:`ToolError` message is
     recorded; by default execution stops there (as the paper's does, so a failed plan
-    recommends nothing), with ``stop_on_error=False`` the remaining steps run. Other
-    exceptions are bugs and propagate.
+    recommends nothing), with ``stop_on_error=False`` the remaining steps run. The SQL tools
+    turn every failure a query can cause (SQLite errors, MemoryError, ...) into a ToolError;
+    other exceptions are bugs and propagate.
 
     Args:
         plan: The plan (see :func:`parse_plan`).
@@ -1849,9 +1478,9 @@ def execute_plan(
             try:
                 observation, ids = _run_step(ctx, step)
             except ToolError as error:
-                record.error = str(error)
+                record.error = clip_text(str(error), OBSERVATION_CHARS)
             else:
-                record.observation = observation
+                record.observation = clip_text(observation, OBSERVATION_CHARS)
                 if ids is not None:
                     track.recommended_ids = ids
             record.size_after = len(ctx.bus)
