@@ -37,10 +37,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from recagents.agentcf import RunLog
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import POSITION, Dataset, Split, chronological_order, leave_one_out
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
+from recagents.llm.runlog import RunLog, ask
 from recagents.metrics import bootstrap_ci, classification_ci, paired_bootstrap
 
 __all__ = [
@@ -697,9 +697,7 @@ def _ask(
         )
         for user, m in zip(users, messages, strict=True)
     ]
-    results = client.map(requests, desc=desc)
-    log.add_calls(phase, kind, results)
-    return results
+    return ask(client, log, phase, kind, requests, desc=desc)
 
 
 def feedback_loop(

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from recagents.columns import GENRES, ITEM, LABEL, RANK, SCORE, TITLE, USER
+from recagents.columns import GENRES, ITEM, LABEL, TITLE, USER
 from recagents.data import (
     POSITION,
     Dataset,
@@ -46,9 +46,16 @@ from recagents.data import (
     chronological_order,
 )
 from recagents.data import readable_title as _readable_title
-from recagents.llm.cache import PRICES
-from recagents.llm.client import ChatRequest, ChatResult, LLMClient, get_client
+from recagents.llm.client import ChatRequest, LLMClient, get_client
+from recagents.llm.runlog import RunLog, cost_table
 from recagents.metrics import format_interval
+from recagents.protocol import (
+    FAITHFUL_MISSING_RANK,
+    RankingParse,
+    parse_ranking,
+    ranking_frame,
+    ranking_schema,
+)
 
 __all__ = [
     "ABLATIONS",
@@ -130,10 +137,6 @@ RELEASED_SUBSETS = pd.DataFrame(
         },
     ]
 )
-
-#: Rank given to a candidate the model left out, under the paper's ("faithful") scorer: the
-#: official code scores it -10000, tied with every item outside the candidate list.
-FAITHFUL_MISSING_RANK = 1_000_000
 
 ROLE = "role"
 SLOT = "slot"
@@ -606,25 +609,6 @@ def item_reflection_schema(words: int = 50) -> dict[str, Any]:
     }
 
 
-def ranking_schema(n: int) -> dict[str, Any]:
-    """A ranking of ``n`` numbered candidates: exactly ``n`` numbers from 1 to ``n``.
-
-    Backends cannot enforce "each number once"; :func:`parse_ranking` checks and repairs.
-    """
-    return {
-        "type": "object",
-        "properties": {
-            "ranking": {
-                "type": "array",
-                "items": {"type": "integer", "enum": list(range(1, n + 1))},
-                "minItems": n,
-                "maxItems": n,
-            }
-        },
-        "required": ["ranking"],
-    }
-
-
 def _pair_lines(first: str, second: str) -> str:
     return f"1. {first}\n2. {second}"
 
@@ -831,146 +815,7 @@ def _text_field(data: Any, key: str) -> str | None:
     return value.strip()
 
 
-@dataclass(frozen=True)
-class RankingParse:
-    """A ranking reply checked against the candidates, and how it was repaired.
-
-    Attributes:
-        order: The valid candidate indices (0-based) in the order given, duplicates dropped.
-        missing: Candidate indices the reply left out (0-based, display order).
-        duplicates: Numbers that appeared more than once (extra copies dropped).
-        out_of_range: Entries that were not a candidate number (dropped).
-        status: ``complete`` (a permutation), ``repaired`` or ``failed`` (nothing usable).
-    """
-
-    order: tuple[int, ...]
-    missing: tuple[int, ...]
-    duplicates: int
-    out_of_range: int
-    status: Literal["complete", "repaired", "failed"]
-
-
-def parse_ranking(data: Any, n: int) -> RankingParse:
-    """Validate a ranking reply as a permutation of candidates ``1..n``.
-
-    The repair policy: duplicates keep their first position, entries that are not a
-    candidate number are dropped, and candidates left out are reported as ``missing``
-    (:func:`ranking_frame` places them after every ranked one, in random order).
-    """
-    raw = data.get("ranking") if isinstance(data, dict) else None
-    if not isinstance(raw, list):
-        return RankingParse((), tuple(range(n)), 0, 0, "failed")
-    order: list[int] = []
-    duplicates = out_of_range = 0
-    for entry in raw:
-        number = int(entry) if isinstance(entry, int) and not isinstance(entry, bool) else None
-        if isinstance(entry, str) and entry.strip().isascii() and entry.strip().isdecimal():
-            number = int(entry.strip())
-        if number is None or not 1 <= number <= n:
-            out_of_range += 1
-        elif number - 1 in order:
-            duplicates += 1
-        else:
-            order.append(number - 1)
-    missing = tuple(i for i in range(n) if i not in order)
-    if not order:
-        status: Literal["complete", "repaired", "failed"] = "failed"
-    elif missing or duplicates or out_of_range:
-        status = "repaired"
-    else:
-        status = "complete"
-    return RankingParse(tuple(order), missing, duplicates, out_of_range, status)
-
-
-def ranking_frame(
-    user: str,
-    items: Sequence[str],
-    parse: RankingParse,
-    scorer: Literal["repaired", "faithful"] = "repaired",
-    seed: int = 0,
-) -> pd.DataFrame:
-    """One user's ``[user_id, item_id, score, rank]`` from a checked ranking reply.
-
-    Ranked candidates come first, in the order given (score ``n - position``). Candidates
-    the reply left out:
-
-    - ``repaired`` (ours): placed after all ranked ones in a seeded random order, so leaving
-      the positive out costs what a random placement among the rest would;
-    - ``faithful`` (the official code): scored -10000 and tied with every item outside the
-      list, i.e. ranked beyond any cut-off (:data:`FAITHFUL_MISSING_RANK`).
-    """
-    n = len(items)
-    rank = np.zeros(n, dtype=np.int64)
-    score = np.zeros(n, dtype=float)
-    for position, index in enumerate(parse.order):
-        rank[index] = position + 1
-        score[index] = n - position
-    missing = np.array(parse.missing, dtype=int)
-    if len(missing):
-        if scorer == "faithful":
-            rank[missing] = FAITHFUL_MISSING_RANK
-            score[missing] = -10000.0
-        else:
-            shuffled = np.random.default_rng(seed).permutation(missing)
-            rank[shuffled] = len(parse.order) + 1 + np.arange(len(shuffled))
-            score[shuffled] = -np.arange(1, len(shuffled) + 1, dtype=float)
-    return pd.DataFrame({USER: user, ITEM: list(items), SCORE: score, RANK: rank})
-
-
 # --------------------------------------------------------------------------- training
-
-
-@dataclass
-class RunLog:
-    """Everything a run did: one row per model call, one per memory event.
-
-    ``calls`` feed :func:`cost_table`; ``events`` are the teaching trace (every forward
-    choice, and every memory before and after each reflection).
-    """
-
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    def add_calls(self, phase: str, kind: str, results: Sequence[ChatResult]) -> None:
-        """Account for a batch of results of one phase and call kind."""
-        for result in results:
-            self.calls.append(
-                {
-                    "phase": phase,
-                    "kind": kind,
-                    "ok": result.ok,
-                    "failure": result.failure,
-                    "cached": result.cached,
-                    "prompt_tokens": result.prompt_tokens,
-                    "completion_tokens": result.completion_tokens,
-                    "latency_s": result.latency_s,
-                    "reasks": result.reasks,
-                }
-            )
-
-    def extend(self, other: RunLog) -> None:
-        """Append another log's rows."""
-        self.calls.extend(other.calls)
-        self.events.extend(other.events)
-
-    def calls_frame(self) -> pd.DataFrame:
-        """The calls as a frame."""
-        columns = [
-            "phase",
-            "kind",
-            "ok",
-            "failure",
-            "cached",
-            "prompt_tokens",
-            "completion_tokens",
-            "latency_s",
-            "reasks",
-        ]
-        return pd.DataFrame(self.calls, columns=columns)
-
-    def events_frame(self) -> pd.DataFrame:
-        """The events as a frame, in the order they happened."""
-        return pd.DataFrame(self.events)
 
 
 def _pair_texts(
@@ -1548,34 +1393,6 @@ def _item_text(state: AgentState, item: str) -> str:
 
 
 # --------------------------------------------------------------------------- cost
-
-
-def cost_table(calls: pd.DataFrame, price_model: str = "gpt-3.5-turbo") -> pd.DataFrame:
-    """Calls, failures, tokens and endpoint time per phase, plus an estimated price.
-
-    Token counts and endpoint seconds are those stored with each reply in the cache, so a
-    warm rerun reports what the cold run spent. The price is what the same tokens would
-    cost at ``price_model``'s listed per-token rate (the paper used gpt-3.5-turbo).
-    """
-    if calls.empty:
-        return pd.DataFrame()
-    price_in, price_out = PRICES[price_model]
-    table = calls.groupby("phase", sort=False).agg(
-        calls=("ok", "size"),
-        failed=("ok", lambda s: int((~s).sum())),
-        reasks=("reasks", "sum"),
-        from_cache=("cached", "sum"),
-        prompt_tokens=("prompt_tokens", "sum"),
-        completion_tokens=("completion_tokens", "sum"),
-        endpoint_s=("latency_s", "sum"),
-    )
-    table.loc["total"] = table.sum()
-    table["endpoint_s"] = table["endpoint_s"].round(1)
-    table[f"usd_at_{price_model}"] = (
-        (table["prompt_tokens"] * price_in + table["completion_tokens"] * price_out) / 1e6
-    ).round(4)
-    counts = ("calls", "failed", "reasks", "from_cache", "prompt_tokens", "completion_tokens")
-    return table.astype({column: int for column in counts})
 
 
 def labelled(ranked: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:

@@ -5,9 +5,9 @@ RecBole baselines, a zero-shot LLM ranker, AgentCF B / B+H / B+R, the AFL recomm
 alone and in its feedback loop, InteRecAgent in one-turn mode) is run on one
 :class:`Protocol` and turned into the project's long frame ``[user_id, item_id, score, rank]``
 over exactly the protocol's candidates, with the calls it made (a
-:class:`~recagents.agentcf.RunLog`), its wall time and, per user, whether its reply was usable.
+:class:`~recagents.llm.runlog.RunLog`), its wall time and, per user, whether its reply was usable.
 Unusable replies are counted in :attr:`MethodRun.status`, never dropped: the user keeps a
-ranking (the repair rule of :func:`recagents.agentcf.ranking_frame`) and is scored.
+ranking (the repair rule of :func:`recagents.protocol.ranking_frame`) and is scored.
 
 What is here, in the order a run uses it:
 
@@ -58,6 +58,7 @@ from recagents.data import (
 )
 from recagents.llm.cache import PRICES
 from recagents.llm.client import LLMClient, get_client
+from recagents.llm.runlog import RunLog, cost_table
 from recagents.metrics import compare_to_reference, ranking_metrics, summarize_methods
 
 __all__ = [
@@ -204,7 +205,7 @@ class MethodRun:
 
     method: str
     frame: pd.DataFrame
-    log: agentcf.RunLog
+    log: RunLog
     wall_s: float
     status: pd.DataFrame
     note: str = ""
@@ -306,7 +307,7 @@ def run_baseline(
         note = "weights from the cache" if fitted.from_cache else ""
     frame = frame[[USER, ITEM, SCORE, RANK]].reset_index(drop=True)
     wall = time.perf_counter() - started
-    return MethodRun(model, frame, agentcf.RunLog(), wall, _all_ok(protocol.candidates), note)
+    return MethodRun(model, frame, RunLog(), wall, _all_ok(protocol.candidates), note)
 
 
 # --------------------------------------------------------------------------- LLM rankers
@@ -361,7 +362,7 @@ def run_llm_ranker(
     Each user's last ``history_len`` titles before the test item and the 20 candidates in
     display order go to :func:`recagents.agentcf.rank_candidates` (variant ``"LLMRank"``,
     prompt :func:`recagents.agentcf.llmrank_messages`); replies are checked with
-    :func:`recagents.agentcf.parse_ranking` and completed by the ``repaired`` scorer. An
+    :func:`recagents.protocol.parse_ranking` and completed by the ``repaired`` scorer. An
     unusable reply is ``failed`` in :attr:`MethodRun.status` and its user ranked at random.
 
     Args:
@@ -375,7 +376,7 @@ def run_llm_ranker(
     config = dataclasses.replace(config or agentcf.AgentCFConfig(), history_len=history_len)
     started = time.perf_counter()
     subset = agentcf_subset(protocol, n_targets=max(1, history_len - 2))
-    log = agentcf.RunLog()
+    log = RunLog()
     outcome = agentcf.rank_candidates(
         agentcf.AgentState({}, {}, {}),
         subset,
@@ -434,7 +435,7 @@ def run_agentcf(
     subset = agentcf_subset(protocol, n_targets=config.n_targets)
     titles = _titles(protocol.dataset)
     state = agentcf.initial_state(protocol.dataset, subset, config.domain)
-    train_log = agentcf.RunLog()
+    train_log = RunLog()
     if train_steps != 0:
         pairs = agentcf.schedule(
             agentcf.training_pairs(subset, config.seed, config.exclude_future_negatives),
@@ -448,7 +449,7 @@ def run_agentcf(
     runs = {}
     for variant in variants:
         began = time.perf_counter()
-        log = agentcf.RunLog()
+        log = RunLog()
         log.extend(train_log)
         outcome = agentcf.rank_candidates(
             state, subset, protocol.candidates, titles, variant, config, client, log, embed=embed
@@ -561,7 +562,7 @@ def run_afl(
     runs = {}
     for name, limit in limits.items():
         began = time.perf_counter()
-        log = agentcf.RunLog()
+        log = RunLog()
         rounds = afl_module.feedback_loop(
             samples, titles, config, client, log, max_rounds=limit, phase=name
         )
@@ -650,7 +651,7 @@ def run_interecagent(
     sessions = evaluate.make_sessions(
         protocol.split, protocol.dataset, protocol.users, table=ctx.table, domain=config.domain
     )
-    log = agentcf.RunLog()
+    log = RunLog()
     table = evaluate.one_turn_ranking(
         sessions, ctx, config, client, log, methods=("InteRecAgent",), sim=sim,
         n_negatives=protocol.n_negatives, seed=protocol.seed, missing="random",
@@ -955,13 +956,13 @@ def cost_per_user(
 ) -> pd.DataFrame:
     """Calls, tokens, endpoint seconds and estimated USD per method, in total and per user.
 
-    Totals come from :func:`recagents.agentcf.cost_table` (tokens and endpoint seconds as
+    Totals come from :func:`recagents.llm.runlog.cost_table` (tokens and endpoint seconds as
     stored with each reply, so a warm rerun reports the cold run's spend); the price is
     those tokens at ``price_model``'s listed rate in :data:`recagents.llm.cache.PRICES`
     (an editable estimate). A method with no calls (a classic baseline) costs 0.
 
     Args:
-        calls_by_method: Method -> its calls frame (:meth:`recagents.agentcf.RunLog.calls_frame`).
+        calls_by_method: Method -> its calls frame (:meth:`RunLog.calls_frame`).
         n_users: Users each method ranked (one number for all, or per method).
         price_model: Whose per-token price to apply.
         wall_s: Method -> wall seconds of its run (adds ``wall_s`` columns).
@@ -978,7 +979,7 @@ def cost_per_user(
         users = n_users[method] if isinstance(n_users, Mapping) else n_users
         if users < 1:
             raise ValueError(f"{method}: n_users must be positive, got {users}")
-        table = agentcf.cost_table(calls, price_model)
+        table = cost_table(calls, price_model)
         if table.empty:
             totals = {q: 0.0 for q in COST_QUANTITIES if q != "wall_s"} | {"usd": 0.0}
         else:

@@ -28,7 +28,7 @@ What is here, in the order a run uses it:
   (:func:`report_schema`, :func:`validate_report`, :func:`gate_report`); the template
   (rule-based, no LLM) user and agent policies, a named baseline.
 - :func:`run_sessions` / :func:`run_stages`: the protocol, batched over users, every call
-  accounted in a :class:`~recagents.agentcf.RunLog`, with a per-message trace.
+  accounted in a :class:`~recagents.llm.runlog.RunLog`, with a per-message trace.
 - :func:`manipulation_experiment` and :func:`manipulation_summary`: an adversarial agent
   tries to get itself recommended, through a free-text or a schema-checked report.
 - Metrics (:func:`hit_at_k`, :func:`preference_share`, :func:`turns_needed`,
@@ -49,10 +49,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from recagents.agentcf import RunLog
 from recagents.columns import GENRES, ITEM, RATING, TITLE, USER, YEAR
 from recagents.data import Dataset, Split, chronological_order, readable_title
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
+from recagents.llm.runlog import RunLog, ask
 from recagents.metrics import bootstrap_ci, paired_bootstrap
 
 __all__ = [
@@ -1806,9 +1806,7 @@ def _ask(
         )
         for tag, m, schema in zip(tags, messages, schemas, strict=True)
     ]
-    results = client.map(requests, desc=desc)
-    log.add_calls(phase, kind, results)
-    return results
+    return ask(client, log, phase, kind, requests, desc=desc)
 
 
 def _route(

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from recagents import afl, baselines, data
-from recagents.agentcf import RunLog
 from recagents.columns import ITEM, LABEL, USER
 from recagents.config import settings
 from recagents.data import POSITION
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
+from recagents.llm.runlog import RunLog
 
 QUICK = baselines.TrainConfig(epochs=2, stopping_step=2)
 

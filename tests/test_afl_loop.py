@@ -15,15 +15,16 @@ Caching is off and retries and backoff are small, so the whole file takes second
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 from scripted_server import ScriptedServer, closed_port_url, reply, sequential_client, status
 
 from recagents.afl import AFLConfig, Sample, feedback_loop, predictions, stop_counts
-from recagents.agentcf import RunLog
 from recagents.columns import ITEM, USER
-from recagents.llm.client import LLMClient
+from recagents.llm.client import EndpointUnreachableError, LLMClient
+from recagents.llm.runlog import RunLog
 
 MAX_ATTEMPTS = 2
 MAX_REASKS = 1
@@ -254,11 +255,11 @@ def test_transport_errors_are_recorded_not_raised(tmp_path):
     assert stop_counts(rounds)["rec_failed"] == 2
 
 
-def test_an_unreachable_endpoint_is_recorded_not_raised(tmp_path):
-    samples = _samples(3)
-    rounds, calls = _run(closed_port_url(), tmp_path, samples)
-    assert rounds["stop"].tolist() == ["rec_failed"] * 3
-    assert calls["failure"].tolist() == ["transport"] * 3 and calls["kind"].eq("rec").all()
+def test_an_unreachable_endpoint_stops_the_loop_naming_it(tmp_path):
+    """No reply at all: one message naming the URL, not a run of failures to analyse."""
+    url = closed_port_url()
+    with pytest.raises(EndpointUnreachableError, match=re.escape(url)):
+        _run(url, tmp_path, _samples(3))
 
 
 def test_a_transport_error_on_the_user_call_is_user_failed(tmp_path):

@@ -17,9 +17,9 @@ import pytest
 from scripted_server import ScriptedServer, reply, sequential_client
 
 from recagents import crosspaper as cp
-from recagents.agentcf import RunLog
 from recagents.columns import ITEM, LABEL, RANK, SCORE, USER
 from recagents.data import POSITION, Dataset
+from recagents.llm.runlog import RunLog
 
 # --------------------------------------------------------------------------- helpers
 

@@ -14,7 +14,6 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from recagents.agentcf import RunLog
 from recagents.config import settings
 from recagents.data import leave_one_out, load_dataset
 from recagents.interecagent import evaluate as E
@@ -23,6 +22,7 @@ from recagents.interecagent.tools import build_context
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
 from recagents.llm.embed import Embedder
+from recagents.llm.runlog import RunLog
 
 MAX_TURNS = 2
 #: One re-plan at most keeps the test within a few minutes on two busy cores.

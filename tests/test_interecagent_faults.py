@@ -23,12 +23,12 @@ import pandas as pd
 import pytest
 from scripted_server import ScriptedServer, reply, sequential_client, status
 
-from recagents.agentcf import RunLog
 from recagents.data import leave_one_out, load_dataset
 from recagents.interecagent import agent as A
 from recagents.interecagent import evaluate as E
 from recagents.interecagent.tools import build_context, leaks
 from recagents.llm.client import LLMClient
+from recagents.llm.runlog import RunLog
 
 TINY_PATH = Path(__file__).resolve().parent / "fixtures" / "tiny"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 
 import pytest
@@ -30,9 +31,9 @@ from scripted_server import (
 )
 
 from recagents import rec4agentverse as R
-from recagents.agentcf import RunLog
 from recagents.data import leave_one_out, load_dataset
-from recagents.llm.client import LLMClient
+from recagents.llm.client import EndpointUnreachableError, LLMClient
+from recagents.llm.runlog import RunLog
 
 MAX_ATTEMPTS = 2
 MAX_REASKS = 1
@@ -186,10 +187,11 @@ def test_transport_faults_end_as_counted_failures(tmp_path, world, fault):
     assert (sessions["n_turns"] == 2).all() and (sessions["hit"] == 0).all()
 
 
-def test_an_unreachable_endpoint_is_recorded_not_raised(tmp_path, world):
-    run, calls = _run(closed_port_url(), tmp_path, world)
-    assert calls["failure"].eq("transport").all() and len(calls) == 10
-    assert (run.sessions["agent_failures"] == 2).all()
+def test_an_unreachable_endpoint_stops_the_sessions_naming_it(tmp_path, world):
+    """No reply at all: one message naming the URL, not sessions of failures to analyse."""
+    url = closed_port_url()
+    with pytest.raises(EndpointUnreachableError, match=re.escape(url)):
+        _run(url, tmp_path, world)
 
 
 @pytest.mark.parametrize("mode", ["schema", "free_text"])

@@ -530,7 +530,7 @@ class SimulationLog:
         self.problems[problem] = self.problems.get(problem, 0) + n
 
     def calls_frame(self) -> pd.DataFrame:
-        """The calls as a frame (the columns :func:`recagents.agentcf.cost_table` reads)."""
+        """The calls as a frame (the columns :func:`recagents.llm.runlog.cost_table` reads)."""
         return pd.DataFrame(self.calls)
 
 

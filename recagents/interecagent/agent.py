@@ -42,7 +42,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from recagents.agentcf import RunLog
 from recagents.interecagent.tools import (
     PLAN_SCHEMA,
     TOOL_DESCRIPTIONS,
@@ -60,6 +59,7 @@ from recagents.interecagent.tools import (
     validate_plan,
 )
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
+from recagents.llm.runlog import RunLog, ask
 
 __all__ = [
     "APOLOGY",
@@ -1274,8 +1274,7 @@ class _Stage:
             )
             for t, m in zip(turns, messages, strict=True)
         ]
-        results = self.client.map(requests, desc=f"{self.phase}: {kind}")
-        self.log.add_calls(self.phase, kind, results)
+        results = ask(self.client, self.log, self.phase, kind, requests, f"{self.phase}: {kind}")
         for turn, request, result in zip(turns, requests, results, strict=True):
             turn.record(kind, request, result)
         return results
@@ -1680,8 +1679,7 @@ def llm_only_turns(
         )
         for s, text in zip(sessions, user_texts, strict=True)
     ]
-    results = client.map(requests, desc=f"{phase}: recommend")
-    log.add_calls(phase, "llm_only", results)
+    results = ask(client, log, phase, "llm_only", requests, desc=f"{phase}: recommend")
     out = []
     for session, text, request, result in zip(sessions, user_texts, requests, results,
                                               strict=True):  # fmt: skip

@@ -42,7 +42,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from recagents.agentcf import RankingParse, RunLog, parse_ranking, ranking_schema
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import POSITION, Dataset, Split, candidate_sets, chronological_order
 from recagents.interecagent.agent import (
@@ -64,7 +63,9 @@ from recagents.interecagent.tools import (
     recall_at_k,
 )
 from recagents.llm.client import ChatRequest, LLMClient
+from recagents.llm.runlog import RunLog, ask
 from recagents.metrics import bootstrap_ci
+from recagents.protocol import RankingParse, parse_ranking, ranking_schema
 
 __all__ = [
     "END",
@@ -420,8 +421,7 @@ def simulate_turn(
             )
             for s in todo
         ]
-        results = client.map(requests, desc=f"{phase}: user message")
-        log.add_calls(phase, "simulator", results)
+        results = ask(client, log, phase, "simulator", requests, desc=f"{phase}: user message")
         again = []
         for spec, result in zip(todo, results, strict=True):
             message = out[spec.user]
@@ -804,7 +804,7 @@ def one_turn_ranking(
     - LLM only: the same LLM orders the numbered candidates under a JSON schema.
     - Random: a seeded permutation; Pop: training popularity.
 
-    Every ranking is checked with :func:`recagents.agentcf.parse_ranking` (a permutation of
+    Every ranking is checked with :func:`recagents.protocol.parse_ranking` (a permutation of
     the candidate numbers; duplicates and strangers dropped and counted). NDCG is
     ``1/log2(rank+1)``; a target left out scores 0 (the paper's rule, ``missing="zero"``) or
     is placed at random after the ranked ones (``"random"``).
