@@ -20,7 +20,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup reproduce report smoke test lint strip clean help
+.PHONY: setup reproduce report smoke test test-fast lint strip clean help
 .DEFAULT_GOAL := help
 
 help:  ## list the commands
@@ -56,10 +56,13 @@ build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	  -p PROFILE smoke $< $@
 
 test: export RECAGENTS_FIGURES_DIR = $(CURDIR)/build/smoke/figures
-test: $(STAMP)  ## unit tests and smoke runs of every notebook, then nbval re-runs them
+test: $(STAMP)  ## every tier: unit, integration, smoke runs of every notebook, then nbval
 	$(BIN)/python -m pytest tests
-	$(BIN)/python -m pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	$(BIN)/python -m pytest --nbval --nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg \
 	  -p no:cacheprovider build/smoke
+
+test-fast: $(STAMP)  ## the unit tier only: no model, no RecBole training (about 2 minutes)
+	$(BIN)/python -m pytest tests/unit -m "not slow"
 
 lint: $(STAMP)  ## ruff, and committed notebooks must be stripped
 	$(BIN)/ruff check recagents tests $(wildcard bench) notebooks

@@ -1,5 +1,7 @@
 """What each paper reports, with its source and confidence, read from ``paper_numbers.json``.
 
+The file is package data, ``recagents/resources/paper_numbers.json``.
+
 The numbers are data, not code: each table is transcribed from the project's paper cards,
 values kept as the text the source prints (``"0.2333"``, ``"unknown"``), each row tagged
 with how far it can be trusted. Notebooks print them beside our results; nothing here is
@@ -15,6 +17,9 @@ from typing import Any
 
 import pandas as pd
 
+#: Where the reported numbers live, relative to the ``recagents`` package.
+DATA_FILE = "resources/paper_numbers.json"
+
 #: What each confidence tag means, for a caption under a table.
 TAGS = {
     "[paper]": "stated in the paper itself (its arXiv abstract)",
@@ -28,7 +33,7 @@ TAGS = {
 
 @cache
 def _all() -> dict[str, Any]:
-    text = resources.files("recagents").joinpath("paper_numbers.json").read_text("utf-8")
+    text = resources.files("recagents").joinpath(DATA_FILE).read_text("utf-8")
     return json.loads(text)
 
 

@@ -1,4 +1,12 @@
-"""Shared fixtures: the committed tiny dataset and an isolated cache directory."""
+"""Shared fixtures (the committed tiny dataset, an isolated cache directory) and the tiers.
+
+Tests live in three tiers: ``unit/`` (no model, no RecBole training beyond the tiny fixture;
+``make test-fast``), ``integration/`` (the embedded model, RecBole training) and
+``notebooks/`` (smoke runs of every notebook). Tests outside ``unit/`` are marked ``slow``
+here, so ``-m "not slow"`` selects the unit tier wherever pytest is pointed.
+``scripted_server.py`` beside this file is importable from every tier (pytest puts this
+folder on ``sys.path`` when it loads this file).
+"""
 
 from __future__ import annotations
 
@@ -30,3 +38,11 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("RECAGENTS_CACHE_DIR", str(path))
     return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test outside ``tests/unit`` as ``slow``."""
+    unit = Path(__file__).resolve().parent / "unit"
+    for item in items:
+        if unit not in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.slow)

@@ -33,7 +33,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-#: The pinned version; pyproject.toml pins the same (tests/test_packaging.py checks).
+#: The pinned version; pyproject.toml pins the same (tests/unit/test_packaging.py checks).
 LLAMA_CPP_VERSION = "0.3.36"
 #: File under ``sys.prefix`` that records which build the environment holds.
 RECORD_NAME = "recagents-llama-cpp-build.json"

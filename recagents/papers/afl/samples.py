@@ -1,0 +1,114 @@
+"""AFL's recommendation tasks: one :class:`Sample` per test user, with the tool model's view.
+
+Each sample holds the user's recent history, 20 candidates with the held-out target among
+them, and the sequential tool model's (SASRec's) top pick, focus list and raw scores, which
+both agents are shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import ITEM, LABEL, USER
+from recagents.data import POSITION, chronological_order
+
+__all__ = ["Sample", "make_samples", "recent_histories", "tool_scores"]
+
+
+# --------------------------------------------------------------------------- samples
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One recommendation task: a user, the history, the candidates and the tool's view.
+
+    Attributes:
+        user: The user id.
+        history: The most recent items, oldest first.
+        candidates: The candidates in display order (the target among them).
+        target: The held-out next item.
+        prior: The tool model's top pick among the candidates.
+        focus: The tool's top ``focus_size`` candidates, best first.
+        scores: The tool's raw score of each candidate (a logit; can be negative).
+    """
+
+    user: str
+    history: tuple[str, ...]
+    candidates: tuple[str, ...]
+    target: str
+    prior: str
+    focus: tuple[str, ...]
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def recent_histories(
+    interactions: pd.DataFrame, users: Sequence[str], length: int
+) -> dict[str, tuple[str, ...]]:
+    """Each user's last ``length`` items in time order (ties in file order), oldest first."""
+    wanted = set(users)
+    ordered = chronological_order(interactions[interactions[USER].isin(wanted)])
+    recent = ordered.groupby(USER, sort=False).tail(length)
+    histories = recent.groupby(USER, sort=False)[ITEM].agg(tuple).to_dict()
+    missing = [u for u in users if u not in histories]
+    if missing:
+        raise ValueError(f"{len(missing)} user(s) have no history, e.g. {missing[:3]}")
+    return {u: histories[u] for u in users}
+
+
+def tool_scores(
+    model: Any, candidates: pd.DataFrame, histories: dict[str, tuple[str, ...]]
+) -> pd.DataFrame:
+    """The tool model's raw score of every candidate after the user's history.
+
+    Args:
+        model: A trained sequential :class:`recagents.baselines.Baseline` (SASRec), always
+            scored in eval mode (the released code leaves dropout on; see the paper card).
+        candidates: ``[user_id, item_id, ...]``.
+        histories: The history each user's agents see, oldest first.
+
+    Returns:
+        ``candidates`` with a ``score`` column; ``NaN`` for an item the tool model never saw
+        in training (it has no score for it, and the agents are told so).
+    """
+    users = list(dict.fromkeys(candidates[USER]))
+    matrix = model.sequence_scores([list(histories[u]) for u in users])
+    row_of = {u: i for i, u in enumerate(users)}
+    columns = model.item_index(candidates[ITEM].tolist(), unknown=-1)
+    frame = candidates.copy()
+    scores = matrix[candidates[USER].map(row_of).to_numpy(), np.maximum(columns, 0)]
+    frame["score"] = np.where(columns >= 0, scores, np.nan)
+    return frame
+
+
+def make_samples(
+    scored: pd.DataFrame, histories: dict[str, tuple[str, ...]], focus_size: int
+) -> list[Sample]:
+    """Samples from scored candidates ``[user_id, item_id, label, position, score]``.
+
+    Every user needs exactly one positive. Ties in the tool's score go to the earlier
+    display position, so the prior and focus list are deterministic.
+    """
+    samples = []
+    for user, rows in scored.groupby(USER, sort=True):
+        rows = rows.sort_values(POSITION, kind="stable")
+        positives = rows.loc[rows[LABEL] == 1, ITEM].tolist()
+        if len(positives) != 1:
+            raise ValueError(f"user {user} has {len(positives)} positives; exactly one is needed")
+        ranked = rows.sort_values("score", ascending=False, kind="stable")[ITEM].tolist()
+        samples.append(
+            Sample(
+                user=str(user),
+                history=tuple(histories[user]),
+                candidates=tuple(rows[ITEM].tolist()),
+                target=positives[0],
+                prior=ranked[0],
+                focus=tuple(ranked[:focus_size]),
+                scores=dict(zip(rows[ITEM], rows["score"].astype(float), strict=True)),
+            )
+        )
+    return samples

@@ -1,0 +1,172 @@
+"""Agent4Rec's agents and their world: the paper's data split, item lines, the agents.
+
+:func:`random_split` draws the paper's users and splits their ratings at random;
+:func:`item_lines` is how an agent sees an item; :func:`build_agents` makes one
+:class:`Agent` per user, with traits from the data and a persona written by the LLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import GENRES, ITEM, RATING, TITLE, USER, YEAR
+from recagents.data import Dataset, DatasetError, Split, readable_title
+from recagents.llm.client import ChatRequest, LLMClient, get_client
+from recagents.papers.agent4rec.config import TRAITS, Agent4RecConfig
+from recagents.papers.agent4rec.prompts import persona_messages, persona_schema, persona_text
+from recagents.papers.agent4rec.simlog import SimulationLog
+
+__all__ = ["Agent", "build_agents", "item_lines", "random_split"]
+
+
+# --------------------------------------------------------------------------- data
+
+
+def random_split(
+    dataset: Dataset,
+    n_users: int | None = 1000,
+    min_positives: int = 20,
+    positive_above: float = 3.0,
+    fractions: tuple[float, float, float] = (0.4, 0.3, 0.3),
+    seed: int = 101,
+) -> Split:
+    """The paper's data: users with enough liked items, each split at random 40/30/30.
+
+    Users with at least ``min_positives`` ratings above ``positive_above`` are eligible;
+    ``n_users`` of them are drawn (all for ``None``) with *all* their ratings. Each user's
+    ratings are split at random (not by time) into train, valid and test; valid and test
+    keep only items that occur in train, so every recommender can score them.
+
+    Raises:
+        DatasetError: Too few eligible users, or no rating column.
+    """
+    frame = dataset.interactions
+    if RATING not in frame:
+        raise DatasetError("Agent4Rec needs ratings: the interactions have no rating column")
+    if abs(sum(fractions) - 1.0) > 1e-9 or min(fractions) <= 0:
+        raise ValueError(f"fractions must be positive and sum to 1, got {fractions}")
+    positives = frame[frame[RATING] > positive_above].groupby(USER).size()
+    eligible = np.array(sorted(positives[positives >= min_positives].index))
+    wanted = len(eligible) if n_users is None else n_users
+    if wanted > len(eligible):
+        raise DatasetError(
+            f"{dataset.name}: {len(eligible)} users have {min_positives}+ ratings above "
+            f"{positive_above:g}; asked for {wanted}"
+        )
+    rng = np.random.default_rng(seed)
+    users = set(rng.choice(eligible, size=wanted, replace=False))
+    rows = frame[frame[USER].isin(users)].reset_index(drop=True)
+    draw = rng.random(len(rows))
+    part = np.where(draw < fractions[0], 0, np.where(draw < fractions[0] + fractions[1], 1, 2))
+    train = rows[part == 0]
+    known = set(train[ITEM])
+    valid = rows[(part == 1) & rows[ITEM].isin(known)]
+    test = rows[(part == 2) & rows[ITEM].isin(known)]
+    return Split(
+        train=train.reset_index(drop=True),
+        valid=valid.reset_index(drop=True),
+        test=test.reset_index(drop=True),
+        name=f"a4r-random-{wanted}-s{seed}",
+    )
+
+
+def item_lines(dataset: Dataset, split: Split, describe: str = "genres") -> dict[str, str]:
+    """One line per item as an agent sees it: title (year), the crowd's rating, and genres.
+
+    The paper shows title, year, the item's mean rating ("history rating") and a one-sentence
+    LLM-written summary that is not released; MovieLens has no summary, so ``describe``
+    picks ``"genres"`` (default, a documented deviation) or ``"none"``.
+    """
+    if describe not in ("genres", "none"):
+        raise ValueError(f"describe must be 'genres' or 'none', got {describe!r}")
+    everything = pd.concat([split.train, split.valid, split.test])
+    mean = dataset.interactions.groupby(ITEM)[RATING].mean()
+    items = dataset.items.set_index(ITEM) if dataset.items is not None else None
+    lines = {}
+    for item in sorted(set(everything[ITEM]) | set(mean.index)):
+        title = f"item {item}"
+        genres: Sequence[str] = ()
+        if items is not None and item in items.index:
+            row = items.loc[item]
+            title = readable_title(str(row[TITLE]))
+            if YEAR in items and pd.notna(row[YEAR]):
+                title += f" ({int(row[YEAR])})"
+            genres = row[GENRES] if GENRES in items else ()
+        text = f"{title}; rated {mean.get(item, float('nan')):.2f} on average"
+        if describe == "genres" and len(genres):
+            text += f"; {', '.join(genres)}"
+        lines[item] = text
+    return lines
+
+
+# --------------------------------------------------------------------------- agents
+
+
+@dataclass
+class Agent:
+    """One generative agent: who it is, and what it remembers.
+
+    Attributes:
+        user_id: The real user it is built from.
+        traits: ``{"activity": 1-3, "conformity": 1-3, "diversity": 1-3}``.
+        persona: The taste persona (tastes with reasons, and what it rates highly).
+        memory: Factual and emotional memories, oldest first.
+    """
+
+    user_id: str
+    traits: dict[str, int]
+    persona: str
+    memory: list[str] = field(default_factory=list)
+
+
+def build_agents(
+    split: Split,
+    traits: pd.DataFrame,
+    lines: dict[str, str],
+    config: Agent4RecConfig | None = None,
+    client: LLMClient | None = None,
+    log: SimulationLog | None = None,
+) -> dict[str, Agent]:
+    """Make one agent per user of the split: traits from the data, persona from the LLM.
+
+    The persona comes from at most ``persona_items`` of the user's training ratings (a
+    seeded draw). A failed persona call leaves a neutral one, and is counted in ``log``.
+    """
+    config = config or Agent4RecConfig()
+    client = client or get_client()
+    trait_rows = traits.set_index(USER)
+    users = sorted(split.train[USER].unique())
+    requests = []
+    for user in users:
+        rated = split.train[split.train[USER] == user]
+        if len(rated) > config.persona_items:
+            rated = rated.sample(config.persona_items, random_state=config.seed)
+        pairs = [(lines[i], r) for i, r in rated[[ITEM, RATING]].itertuples(index=False)]
+        requests.append(
+            ChatRequest(
+                messages=persona_messages(pairs, config.domain),
+                schema=persona_schema(),
+                temperature=config.temperature,
+                max_tokens=600,
+                tag=user,
+            )
+        )
+    results = client.map(requests, desc="personas")
+    if log is not None:
+        log.add_calls("persona", results)
+    agents = {}
+    for user, result in zip(users, results, strict=True):
+        persona = persona_text(result.data) if result.ok else None
+        if persona is None and log is not None:
+            log.count("persona_unusable")
+        level = trait_rows.loc[user] if user in trait_rows.index else None
+        agents[user] = Agent(
+            user_id=user,
+            traits={t: int(level[t]) if level is not None else 2 for t in TRAITS},
+            persona=persona or f"I watch all kinds of {config.domain}s.",
+        )
+    return agents

@@ -1,0 +1,78 @@
+"""Agent4Rec's settings: the simulation config, whose defaults are the paper's, and constants.
+
+The page geometry, the three social traits and their percentile cuts, and the recommenders
+the paper compares are fixed by the paper; the simulator, the evaluation and the analyses all
+read them from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RECOMMENDERS", "TRAITS", "TRAIT_CUTS", "Agent4RecConfig"]
+
+TRAITS: tuple[str, ...] = ("activity", "conformity", "diversity")
+"""The three social traits, in the order the paper lists them."""
+
+TRAIT_CUTS: dict[str, tuple[float, float]] = {
+    "activity": (60.0, 90.0),
+    "conformity": (25.0, 80.0),
+    "diversity": (33.0, 66.0),
+}
+"""Percentiles (over all users of the dataset) that cut each trait statistic into 3 levels."""
+
+
+@dataclass(frozen=True)
+class Agent4RecConfig:
+    """Settings of a simulation; the defaults are the paper's (the released runs').
+
+    Attributes:
+        items_per_page: Items on one page (4).
+        max_pages: Most pages an agent sees (5).
+        like_threshold: A watched item counts as liked when rated above this (3).
+        persona_items: Most training ratings the persona is written from (25).
+        memory_top_k: Memories retrieved into each page and exit prompt (5).
+        reflect_after: Pages after which the agent condenses its memory into a
+            satisfaction sentence (the official code: every 4 memory writes, i.e. after
+            pages 2 and 4).
+        temperature: Sampling temperature of every call (0.2).
+        domain: The noun prompts use for an item.
+        seed: Seeds sampling (the official code uses 101).
+    """
+
+    items_per_page: int = 4
+    max_pages: int = 5
+    like_threshold: float = 3.0
+    persona_items: int = 25
+    memory_top_k: int = 5
+    reflect_after: tuple[int, ...] = (2, 4)
+    temperature: float = 0.2
+    domain: str = "movie"
+    seed: int = 101
+
+    def __post_init__(self) -> None:
+        checks = {
+            "items_per_page": self.items_per_page >= 1,
+            "max_pages": self.max_pages >= 1,
+            "persona_items": self.persona_items >= 1,
+            "memory_top_k": self.memory_top_k >= 0,
+            "temperature": 0 <= self.temperature <= 2,
+        }
+        bad = {name: getattr(self, name) for name, ok in checks.items() if not ok}
+        if bad:
+            raise ValueError(f"invalid Agent4Rec settings: {bad}")
+
+    @property
+    def list_length(self) -> int:
+        """Items a recommender must rank per agent (pages x items per page)."""
+        return self.items_per_page * self.max_pages
+
+
+#: The recommenders the paper compares, by our name -> RecBole model (None: no training).
+RECOMMENDERS = {
+    "Random": None,
+    "Pop": "Pop",
+    "MF": "BPR",
+    "MultVAE": "MultiVAE",
+    "LightGCN": "LightGCN",
+}

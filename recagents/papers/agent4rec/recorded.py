@@ -1,0 +1,309 @@
+"""The authors' recorded Agent4Rec run, read safely and converted to the shared log format.
+
+The official repository releases a 1,000-agent LightGCN run (gpt-3.5-turbo) and per-agent
+behaviour pickles; :func:`load_official_run` turns the run into the ``exposures``,
+``sessions`` and ``traits`` frames every analysis reads, and :func:`load_official_pickle`
+opens a pickle without running code from it. The data is never part of the project: its
+folder is passed in or named by ``$RECAGENTS_AGENT4REC_RECORDED`` (:func:`official_run_dir`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recagents import safepickle
+from recagents.columns import GENRES, ITEM, TITLE, USER
+from recagents.papers.agent4rec.config import TRAITS
+from recagents.papers.agent4rec.frames import (
+    EXPOSURE_COLUMNS,
+    SESSION_COLUMNS,
+    _require,
+)
+
+__all__ = [
+    "OFFICIAL_ENV",
+    "OfficialRun",
+    "UnsafePickleError",
+    "load_official_pickle",
+    "load_official_run",
+    "official_run_dir",
+    "parse_satisfaction",
+]
+
+OFFICIAL_ENV = "RECAGENTS_AGENT4REC_RECORDED"
+"""Environment variable naming the folder of the official recorded run (see
+:func:`official_run_dir`); nothing else is searched."""
+
+OFFICIAL_RECOMMENDER = "LightGCN"
+OFFICIAL_MAX_PAGES = 5
+
+
+# --------------------------------------------------------------------------- official run
+
+
+UnsafePickleError = safepickle.UnsafePickleError
+
+
+def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
+    """Load one official per-agent behaviour pickle without running code from it.
+
+    The file goes through :func:`recagents.safepickle.load` with the numpy plain-data
+    allow-list: numpy arrays and scalars of plain dtypes in built-in containers. Any other
+    global (``os.system``, ``builtins.eval``, ...) or an allocation the file's size cannot
+    account for raises, so a tampered file can neither run code nor exhaust memory.
+
+    Args:
+        path: A ``behavior/<agent>.pkl`` file of the official repository.
+        plain: Turn numpy scalars and arrays into Python ints/floats and lists.
+
+    Returns:
+        The stored object: ``{page: {...}, ..., "interview": [...]}``.
+
+    Raises:
+        UnsafePickleError: If the file asks for something the allow-list refuses; the
+            message names the file and the global.
+    """
+    obj = safepickle.load(path, allow=safepickle.NUMPY_PLAIN)
+    return _to_plain(obj) if plain else obj
+
+
+def _to_plain(obj: Any) -> Any:
+    """Recursively replace numpy values by their Python equivalents."""
+    if isinstance(obj, dict):
+        return {_to_plain(k): _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_to_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_to_plain(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def parse_satisfaction(interview: Any) -> float:
+    """The 1-10 satisfaction score at the head of an official interview record.
+
+    Accepts ``[rating, reason]`` (a list or tuple) or one string such as
+    ``" 3; REASON: ..."``. The first number before any ``;`` or ``REASON`` is taken;
+    anything else, or a number outside 1-10, gives NaN.
+    """
+    if isinstance(interview, list | tuple):
+        if not interview:
+            return math.nan
+        interview = interview[0]
+    if isinstance(interview, int | float | np.integer | np.floating) and not isinstance(
+        interview, bool
+    ):
+        value = float(interview)
+        return value if 1.0 <= value <= 10.0 else math.nan
+    if not isinstance(interview, str):
+        return math.nan
+    head = re.split(r";|reason", interview, maxsplit=1, flags=re.IGNORECASE)[0]
+    match = _NUMBER.search(head)
+    if match is None:
+        return math.nan
+    value = float(match.group())
+    return value if 1.0 <= value <= 10.0 else math.nan
+
+
+@dataclass(frozen=True)
+class OfficialRun:
+    """The authors' recorded Agent4Rec run, converted to the shared log format.
+
+    Attributes:
+        exposures: One row per item shown (see the module docstring).
+        sessions: One row per agent; ``exited`` is ``exit_page < 5``.
+        traits: Trait levels and raw statistics of the 1,000 agents.
+        items: ``item_id, title, genres, mean_rating, summary, popularity`` (training
+            interactions of the agents in ``train.txt``; 0 for items absent there).
+        n_unparsed_interviews: Interviews whose score could not be read (satisfaction NaN).
+    """
+
+    exposures: pd.DataFrame
+    sessions: pd.DataFrame
+    traits: pd.DataFrame
+    items: pd.DataFrame
+    n_unparsed_interviews: int
+
+
+def official_run_dir(recorded: str | Path | None = "auto") -> Path | None:
+    """Folder of the official recorded run, or ``None`` when it is not available.
+
+    The authors' export is not part of the project: it is read only from a folder the
+    caller names, never looked up beside the repository, and never copied into it.
+
+    * A path (``str`` or :class:`~pathlib.Path`): that folder, returned even if it does not
+      exist, so that :func:`load_official_run` fails loudly on a wrong setting.
+    * ``"auto"`` (the default): the folder in the environment variable
+      ``RECAGENTS_AGENT4REC_RECORDED`` (:data:`OFFICIAL_ENV`) when it is set and not empty;
+      otherwise ``None``, the run is not available.
+    * ``"none"``, ``""`` or ``None``: ``None``.
+
+    For example ``export RECAGENTS_AGENT4REC_RECORDED=/data/agent4rec_official`` before
+    starting Jupyter or pytest makes notebook 02 (``RECORDED_RUN = "auto"``) and the
+    recorded-run tests use that folder.
+    """
+    if recorded is None:
+        return None
+    if isinstance(recorded, str):
+        setting = recorded.strip()
+        if setting in ("", "none"):
+            return None
+        if setting == "auto":
+            override = os.environ.get(OFFICIAL_ENV, "").strip()
+            return Path(override).expanduser() if override else None
+    return Path(recorded).expanduser()
+
+
+_NOT_AVAILABLE = (
+    "the official Agent4Rec recorded run is not available: pass its folder, or set "
+    f"${OFFICIAL_ENV} to it (nothing beside the repository is searched)"
+)
+
+
+_OFFICIAL_FILES = (
+    "run_lightgcn_1000.jsonl",
+    "user_statistic.csv",
+    "user_statistic_num.csv",
+    "movie_detail.csv",
+    "train.txt",
+)
+
+
+def _official_items(folder: Path) -> pd.DataFrame:
+    items = pd.read_csv(folder / "movie_detail.csv", keep_default_na=False)
+    _require(items, ["movie_id", "title", "genres", "rating", "summary"], "movie_detail.csv")
+    popularity: dict[str, int] = {}
+    with open(folder / "train.txt", encoding="utf-8") as handle:
+        for line in handle:
+            for item in line.split()[1:]:
+                popularity[item] = popularity.get(item, 0) + 1
+    out = pd.DataFrame(
+        {
+            ITEM: items["movie_id"].astype(str),
+            TITLE: items["title"].astype(str),
+            GENRES: items["genres"].map(lambda g: tuple(x for x in str(g).split("|") if x)),
+            "mean_rating": pd.to_numeric(items["rating"], errors="coerce").astype(float),
+            "summary": items["summary"].astype(str),
+        }
+    )
+    out["popularity"] = out[ITEM].map(popularity).fillna(0).astype(int)
+    return out
+
+
+def _official_traits(folder: Path) -> pd.DataFrame:
+    levels = pd.read_csv(folder / "user_statistic.csv")
+    raw = pd.read_csv(folder / "user_statistic_num.csv")
+    _require(levels, [USER, *TRAITS], "user_statistic.csv")
+    _require(raw, [USER, "activity_num", "diversity_num", "deviation"], "user_statistic_num.csv")
+    raw = raw.rename(
+        columns={
+            "activity_num": "n_ratings",
+            "deviation": "conformity_mse",
+            "diversity_num": "n_top_genres",
+        }
+    )
+    out = levels.merge(raw, on=USER, how="outer")
+    out[USER] = out[USER].astype(str)
+    ordered = [USER, *TRAITS, "n_ratings", "conformity_mse", "n_top_genres"]
+    return out[ordered].reset_index(drop=True)
+
+
+def _official_logs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    exposures: list[tuple] = []
+    sessions: list[tuple] = []
+    unparsed = 0
+    with open(folder / "run_lightgcn_1000.jsonl", encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if "agent_id" not in record or "pages" not in record:
+                raise ValueError(f"run_lightgcn_1000.jsonl line {line_no} lacks agent_id/pages")
+            user = str(record["agent_id"])
+            pages = record["pages"]
+            for page_no, page in enumerate(pages, 1):
+                aligned = {str(i) for i in page.get("align_id", [])}
+                watched = {str(i) for i in page.get("watch_id", [])}
+                rated = [str(i) for i in page.get("rating_id", [])]
+                ratings = dict(zip(rated, page.get("rating", []), strict=False))
+                feelings = dict(zip(rated, page.get("feeling", []), strict=False))
+                for position, item in enumerate(page["recommended_id"]):
+                    item = str(item)
+                    rating = ratings.get(item)
+                    exposures.append(
+                        (
+                            user,
+                            OFFICIAL_RECOMMENDER,
+                            int(page.get("page", page_no)),
+                            position,
+                            item,
+                            item in aligned,
+                            item in watched,
+                            float(rating) if rating is not None else math.nan,
+                            str(feelings.get(item, "") or ""),
+                        )
+                    )
+            score = parse_satisfaction(record.get("interview"))
+            unparsed += int(math.isnan(score))
+            exit_page = len(pages)
+            sessions.append(
+                (user, OFFICIAL_RECOMMENDER, exit_page, exit_page < OFFICIAL_MAX_PAGES, score)
+            )
+    exposure_frame = pd.DataFrame(exposures, columns=list(EXPOSURE_COLUMNS))
+    exposure_frame["aligned"] = exposure_frame["aligned"].astype("boolean")
+    exposure_frame["watched"] = exposure_frame["watched"].astype(bool)
+    session_frame = pd.DataFrame(sessions, columns=list(SESSION_COLUMNS))
+    session_frame["satisfaction"] = session_frame["satisfaction"].astype(float)
+    return exposure_frame, session_frame, unparsed
+
+
+def load_official_run(folder: str | Path | None = None) -> OfficialRun:
+    """Convert the authors' recorded LightGCN run (1,000 agents) into the shared format.
+
+    Reads ``run_lightgcn_1000.jsonl`` (pages and interviews), ``user_statistic.csv`` and
+    ``user_statistic_num.csv`` (trait levels; raw ``activity_num``, ``deviation``,
+    ``diversity_num``), ``movie_detail.csv`` (items) and ``train.txt`` (item popularity).
+    Ids become strings. ``aligned``, ``watched`` and ``rating`` come from ``align_id``,
+    ``watch_id`` and ``rating_id``/``rating``; ``exit_page`` is the number of pages and
+    ``exited`` is ``exit_page < 5`` (an agent that saw all 5 pages ran out of pages).
+
+    Args:
+        folder: The data folder; ``None`` asks :func:`official_run_dir` (the folder in
+            ``$RECAGENTS_AGENT4REC_RECORDED``).
+
+    Returns:
+        The :class:`OfficialRun`.
+
+    Raises:
+        FileNotFoundError: If no folder is given or set, or the folder or one of its
+            files is missing.
+    """
+    if folder is None:
+        folder = official_run_dir()
+        if folder is None:
+            raise FileNotFoundError(_NOT_AVAILABLE)
+    folder = Path(folder)
+    missing = [name for name in _OFFICIAL_FILES if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder} lacks the official run file(s) {missing}")
+    exposures, sessions, unparsed = _official_logs(folder)
+    return OfficialRun(
+        exposures=exposures,
+        sessions=sessions,
+        traits=_official_traits(folder),
+        items=_official_items(folder),
+        n_unparsed_interviews=unparsed,
+    )

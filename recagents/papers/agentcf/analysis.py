@@ -1,0 +1,173 @@
+"""Reading an AgentCF run: learning curve, memory traces, the paper table and figure.
+
+Everything here reads a finished run's event log or result tables; nothing calls a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from recagents.columns import ITEM, USER
+from recagents.metrics import format_interval
+from recagents.papers.agentcf.config import NEGATIVE, POSITIVE, STEP
+
+__all__ = [
+    "PAPER_METHOD",
+    "forward_accuracy",
+    "item_trace",
+    "learning_figure",
+    "paper_side_by_side",
+    "user_trace",
+]
+
+# --------------------------------------------------------------------------- reading a run
+
+
+def forward_accuracy(events: pd.DataFrame) -> pd.DataFrame:
+    """Pairwise accuracy of the forward choices per training step and round.
+
+    The learning curve of a run: round 0 of a step is asked before any reflection on that
+    step's pairs, round 1 after one.
+
+    Returns:
+        ``[step, round, pairs, answered, accuracy]``.
+    """
+    forward = events[events["kind"] == "forward"]
+    if forward.empty:
+        return pd.DataFrame(columns=[STEP, "round", "pairs", "answered", "accuracy"])
+    answered = forward[forward["ok"]]
+    table = forward.groupby([STEP, "round"]).agg(pairs=("ok", "size"), answered=("ok", "sum"))
+    table["accuracy"] = answered.groupby([STEP, "round"])["correct"].mean().astype(float)
+    return table.reset_index()
+
+
+def _short(text: str | None, width: int) -> str:
+    import textwrap
+
+    return textwrap.fill(str(text or ""), width=width, initial_indent="    ",
+                         subsequent_indent="    ")  # fmt: skip
+
+
+def user_trace(events: pd.DataFrame, user: str, titles: dict[str, str], width: int = 96) -> str:
+    """One user's training as readable text: each choice, then the memory it led to."""
+    rows = events[events[USER] == user]
+    lines = [f"User {user}"]
+    for row in rows.itertuples(index=False):
+        row = row._asdict()
+        head = f"[step {row[STEP]} round {row['round']}]"
+        if row["kind"] == "forward":
+            if not row["ok"]:
+                lines.append(f"{head} choice failed (recorded, no reflection)")
+                continue
+            pos, neg = titles[row[POSITIVE]], titles[row[NEGATIVE]]
+            chose = pos if row["correct"] else neg
+            verdict = "RIGHT" if row["correct"] else "WRONG"
+            lines.append(f"{head} {pos!r} (real) vs {neg!r}: chose {chose!r} -> {verdict}")
+            lines.append(_short(f"because: {row['explanation']}", width))
+        elif row["kind"] == "user_reflection":
+            changed = "rewrote" if row["ok"] else "reflection failed, kept"
+            lines.append(f"{head} self-description {changed}:")
+            lines.append(_short(f"before: {row['before']}", width))
+            lines.append(_short(f"after:  {row['after']}", width))
+    return "\n".join(lines)
+
+
+def item_trace(events: pd.DataFrame, item: str, titles: dict[str, str], width: int = 96) -> str:
+    """One item's memory as readable text: every rewrite, who caused it and whether it stuck."""
+    rows = events[(events["kind"] == "item_reflection") & (events.get(ITEM) == item)]
+    lines = [f"Item {item}: {titles[item]}"]
+    for row in rows.itertuples(index=False):
+        row = row._asdict()
+        role = "the real choice" if row["role"] == POSITIVE else "the negative"
+        if not row["ok"]:
+            status = "reflection failed"
+        else:
+            status = "stored" if row["stored"] else "not stored (only the positive is)"
+        lines.append(
+            f"[step {row[STEP]} round {row['round']}] user {row[USER]}, as {role}: {status}"
+        )
+        lines.append(_short(f"before: {row['before']}", width))
+        if row["ok"]:
+            lines.append(_short(f"after:  {row['after']}", width))
+    return "\n".join(lines)
+
+
+#: Which reported AgentCF row each of our methods sits beside.
+PAPER_METHOD = {"AgentCF B": "AgentCF_B", "AgentCF B+H": "AgentCF_B+H",
+                "AgentCF B+R": "AgentCF_B+R"}  # fmt: skip
+
+
+def paper_side_by_side(summary: pd.DataFrame, reported: pd.DataFrame) -> pd.DataFrame:
+    """Our NDCG@1/5/10 (mean [95% CI]) per subset beside what the paper reports per method.
+
+    Args:
+        summary: ``[subset, method, metric, mean, low, high]`` for our runs.
+        reported: :func:`recagents.paper_numbers.table` of ``"AgentCF-T2"``.
+
+    Returns:
+        One row per method; our columns per subset and metric, then ``paper`` (the reported
+        values with their subset and tag, or ``"not reported"``).
+    """
+    shown = summary[summary["metric"].isin(["ndcg@1", "ndcg@5", "ndcg@10"])]
+    shown = shown.assign(value=format_interval(shown))
+    table = shown.pivot_table(
+        index="method", columns=["subset", "metric"], values="value", aggfunc="first", sort=False
+    )
+    table.columns = [f"ours {subset} {metric}" for subset, metric in table.columns]
+    paper = []
+    for method in table.index:
+        rows = reported[reported["method"] == PAPER_METHOD.get(method, "")]
+        cells = [
+            f"{r['subset']}: {r['ndcg@1']} / {r['ndcg@5']} / {r['ndcg@10']} {r['tag']}"
+            for r in rows.to_dict("records")
+        ]
+        paper.append("; ".join(cells) or "not reported")
+    table["paper N@1 / N@5 / N@10 (Amazon, gpt-3.5)"] = paper
+    return table
+
+
+def learning_figure(learning: pd.DataFrame, probe: pd.DataFrame) -> Any:
+    """Pairwise accuracy over training (per step and round) and at the re-test, per order.
+
+    Args:
+        learning: :func:`forward_accuracy` rows with a ``subset`` column.
+        probe: :func:`probe_summary` rows with a ``subset`` column.
+    """
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    subsets = list(dict.fromkeys([*learning.get("subset", []), *probe.get("subset", [])]))
+    colors = dict(zip(subsets, sns.color_palette("colorblind", len(subsets)), strict=True))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels: list[str] = []
+    for subset in subsets:
+        part = learning[learning["subset"] == subset].sort_values([STEP, "round"])
+        labels = [
+            f"step {s + 1}\nround {r}" for s, r in zip(part[STEP], part["round"], strict=True)
+        ]
+        ax.plot(
+            range(len(part)),
+            part["accuracy"],
+            marker="o",
+            color=colors[subset],
+            label=f"{subset}: during training",
+        )
+    x_retest = len(labels)
+    markers = {"neg_first": "v", "pos_first": "^"}
+    for row in probe.to_dict("records"):
+        ax.scatter(
+            x_retest,
+            row["accuracy"],
+            marker=markers.get(row["order"], "s"),
+            s=60,
+            color=colors[row["subset"]],
+            label=f"{row['subset']}: re-test, {row['order']}",
+        )
+    ax.axhline(0.5, color="grey", linestyle=":", linewidth=1, label="chance")
+    ax.set_xticks(range(x_retest + 1), [*labels, "after\ntraining"])
+    ax.set(ylim=(-0.05, 1.05), ylabel="pairwise accuracy", title="Choosing the real item")
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,342 @@
+"""InteRecAgent's evaluation: a simulated user in multi-turn chats, and the one-turn tasks.
+
+The paper's main protocol lets an LLM play a user who wants one held-out item (the
+*target*): it knows its history and the target's title and attributes, speaks first,
+describes the target without naming it (at most two hints at a time), turns other items down
+and ends with ``<END>`` once the target is recommended. A conversation has at most five
+turns; **Hit@5** is the share of conversations in which the agent recommended the target and
+**AT@5** the mean turn of that hit (a miss counts 6, lower is better). The one-turn tasks ask
+for five recommendations from the simulator's first message (**Recall@5**) and for a
+ranking of the target among 19 random unseen items (**NDCG** ``1/log2(rank+1)``).
+
+What is here (this module holds the one-turn tasks and re-exports the rest from the module
+named in brackets), in the order a run uses it:
+
+- :class:`SimulatorConfig` (``config``), :func:`make_sessions` (``simulator``): the simulated
+  users (per user the last 10 known titles and the held-out test item of a leave-one-out
+  split, ratings >= 3).
+- :func:`simulator_messages` and :func:`simulate_turn` (``simulator``): the user simulator,
+  with the paper's leak check (a message too close to the target title is regenerated up to
+  five times, then used anyway and *counted*; optionally the conversation is dropped).
+- :func:`run_sessions` (``conversations``): the conversations, turn by turn across all open
+  sessions.
+- :func:`conversation_metrics` (``conversations``): Hit@5 and AT@5 with bootstrap intervals,
+  by id and by the paper's fuzzy rule.
+- :func:`one_turn_retrieval`, :func:`one_turn_ranking`, :func:`one_turn_metrics`: the
+  one-turn tasks for the agent, the LLM-only baseline, Random and Pop.
+- :func:`session_trace` (``analysis``): one conversation as readable text.
+
+Deviations, each deliberate: hits are judged by id (the target among the ids the agent
+recommended that turn) *and* by the paper's fuzzy rule over the reply; a conversation goes on
+until both rules have hit (``stop_on="both"``), so each rule's hit turn is what it would be if
+it alone ended the conversation. The one-turn dialogue is the simulator's first message (the
+paper's GPT-4 dialogue-generation prompt is not released).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import ITEM, LABEL, USER
+from recagents.data import POSITION, Split, candidate_sets
+from recagents.llm.client import ChatRequest, LLMClient
+from recagents.llm.runlog import RunLog
+from recagents.metrics import bootstrap_ci
+from recagents.papers.interecagent.agent import run_turns
+from recagents.papers.interecagent.analysis import session_trace
+from recagents.papers.interecagent.config import END, METHODS, InteRecConfig, SimulatorConfig
+from recagents.papers.interecagent.conversations import (
+    ConversationRun,
+    _agent_turns,
+    conversation_metrics,
+    run_sessions,
+)
+from recagents.papers.interecagent.scoring import (
+    fuzzy_hit,
+    popular_recommend,
+    random_recommend,
+    ranking_ndcg,
+    recall_at_k,
+)
+from recagents.papers.interecagent.session import AgentSession
+from recagents.papers.interecagent.simulator import (
+    SessionSet,
+    SessionSpec,
+    SimMessage,
+    make_sessions,
+    parse_simulator_reply,
+    simulate_turn,
+    simulator_messages,
+    simulator_schema,
+    target_attributes,
+)
+from recagents.papers.interecagent.toolbox import ToolContext
+from recagents.protocol import RankingParse, parse_ranking, ranking_schema
+
+__all__ = [
+    "END",
+    "METHODS",
+    "ConversationRun",
+    "SessionSet",
+    "SessionSpec",
+    "SimMessage",
+    "SimulatorConfig",
+    "conversation_metrics",
+    "make_sessions",
+    "one_turn_metrics",
+    "one_turn_ranking",
+    "one_turn_retrieval",
+    "parse_simulator_reply",
+    "ranking_task_messages",
+    "run_sessions",
+    "session_trace",
+    "simulate_turn",
+    "simulator_messages",
+    "simulator_schema",
+    "target_attributes",
+]
+
+
+def _first_messages(
+    specs: Sequence[SessionSpec], sim: SimulatorConfig, client: LLMClient, log: RunLog, domain: str
+) -> list[SimMessage]:
+    """Each user's opening message (the same request as turn 1 of :func:`run_sessions`)."""
+    return simulate_turn(specs, {s.user: [] for s in specs}, sim, client, log, domain)
+
+
+def _known(split: Split, users: Collection[str]) -> dict[str, set[str]]:
+    known = split.history("test")
+    known = known[known[USER].isin(set(users))]
+    return known.groupby(USER)[ITEM].agg(set).to_dict()
+
+
+def one_turn_retrieval(
+    sessions: SessionSet,
+    ctx: ToolContext,
+    config: InteRecConfig,
+    client: LLMClient,
+    log: RunLog,
+    methods: Sequence[str] = METHODS,
+    sim: SimulatorConfig | None = None,
+    k: int = 5,
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """One-turn retrieval: the simulator's first message, one answer, Recall@k by id.
+
+    The agent and the LLM-only baseline answer the message once (a fresh session each);
+    Random and Pop recommend ``k`` items the user has not interacted with (seeded per user;
+    Pop by training popularity). A failed simulator message counts as a miss for the LLM
+    methods (its request is empty).
+
+    Returns:
+        ``[method, user_id, recall, hit_fuzzy, calls, plan_failures, unmatched]``.
+    """
+    sim = sim or SimulatorConfig()
+    specs = list(sessions)
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown methods {sorted(unknown)}; use {METHODS}")
+    rows = []
+    llm_methods = [m for m in methods if m in ("InteRecAgent", "LLM only")]
+    first = _first_messages(specs, sim, client, log, config.domain) if llm_methods else []
+    known = _known(sessions.split, [s.user for s in specs])
+    for method in methods:
+        if method in ("Random", "Pop"):
+            for n, spec in enumerate(specs):
+                seen = known.get(spec.user, set())
+                ids = (
+                    random_recommend(sessions.table, k, seed=sim.seed + n, exclude=seen)
+                    if method == "Random"
+                    else popular_recommend(sessions.table, k, exclude=seen)
+                )
+                rows.append({"method": method, USER: spec.user,
+                             "recall": recall_at_k(ids, spec.target, k), "hit_fuzzy": None,
+                             "calls": 0, "plan_failures": 0, "unmatched": 0})  # fmt: skip
+            continue
+        agents = [AgentSession.start(s.user, ctx, map_n=k) for s in specs]
+        results = _agent_turns(method, agents, [m.text for m in first],
+                               replace(config, map_n=k), client, log, False, embed)  # fmt: skip
+        for spec, result in zip(specs, results, strict=True):
+            rows.append(
+                {"method": method, USER: spec.user,
+                 "recall": recall_at_k(result.recommended_ids, spec.target, k),
+                 "hit_fuzzy": fuzzy_hit(result.reply, spec.target_title, sim.hit_threshold),
+                 "calls": result.n_calls, "plan_failures": result.plan_failures,
+                 "unmatched": result.unmatched}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def ranking_task_messages(
+    request: str, candidate_titles: Sequence[str], domain: str = "movie"
+) -> list[dict[str, str]]:
+    """The LLM-only ranking prompt: the user's message and numbered candidates to order."""
+    n = len(candidate_titles)
+    numbered = "\n".join(f"{k}. {t}" for k, t in enumerate(candidate_titles, 1))
+    system = (
+        f"You are {'an' if domain[:1] in 'aeiou' else 'a'} {domain} recommendation assistant. "
+        f"Rank candidate {domain}s for a user by how well they fit what the user asks for."
+    )
+    user = (
+        f"The user's message: {request}\n\nCandidates:\n{numbered}\n\nRank all {n} candidates "
+        f'from best to worst. Reply with JSON: {{"ranking": [candidate numbers, each from 1 '
+        f"to {n} exactly once]}}."
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _ranking_note(candidate_titles: Sequence[str], domain: str) -> str:
+    listed = "; ".join(candidate_titles)
+    return (
+        f"Task: the user wants these {len(candidate_titles)} candidate {domain}s ordered, "
+        f"best first. They are already the candidates (do not use candidate_store); filter "
+        f"or rank them, and end with map_titles {len(candidate_titles)}. The candidates: "
+        f"{listed}."
+    )
+
+
+def _target_rank(
+    parse: RankingParse, target_index: int, missing: str, rng: np.random.Generator
+) -> int | None:
+    """1-based rank of the target; a target left out is ``None`` (paper) or placed at random."""
+    if target_index in parse.order:
+        return parse.order.index(target_index) + 1
+    if missing == "zero" or parse.status == "failed":
+        return None
+    slots = len(parse.order) + len(parse.missing)
+    return int(rng.integers(len(parse.order) + 1, slots + 1))
+
+
+def one_turn_ranking(
+    sessions: SessionSet,
+    ctx: ToolContext,
+    config: InteRecConfig,
+    client: LLMClient,
+    log: RunLog,
+    methods: Sequence[str] = METHODS,
+    sim: SimulatorConfig | None = None,
+    n_negatives: int = 19,
+    seed: int = 0,
+    missing: Literal["zero", "random"] = "zero",
+    cache_dir: Path | None = None,
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """One-turn ranking of the target among ``n_negatives`` random unseen items.
+
+    The candidates come from :func:`recagents.data.candidate_sets` (saved, shared with every
+    method) in their display order. The request is the simulator's first message.
+
+    - InteRecAgent: the candidates are put on the session's bus, the planner is told to order
+      them (filters, rank, map_titles), and the order is the bus after the plan; a direct
+      answer or a failed plan ranks nothing.
+    - LLM only: the same LLM orders the numbered candidates under a JSON schema.
+    - Random: a seeded permutation; Pop: training popularity.
+
+    Every ranking is checked with :func:`recagents.protocol.parse_ranking` (a permutation of
+    the candidate numbers; duplicates and strangers dropped and counted). NDCG is
+    ``1/log2(rank+1)``; a target left out scores 0 (the paper's rule, ``missing="zero"``) or
+    is placed at random after the ranked ones (``"random"``).
+
+    Returns:
+        ``[method, user_id, rank, ndcg, status, duplicates, out_of_range, n_missing, calls]``.
+    """
+    sim = sim or SimulatorConfig()
+    if missing not in ("zero", "random"):
+        raise ValueError(f"missing must be 'zero' or 'random', got {missing!r}")
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown methods {sorted(unknown)}; use {METHODS}")
+    specs = list(sessions)
+    users = [s.user for s in specs]
+    frame = candidate_sets(sessions.split, n_negatives, seed=seed, cache_dir=cache_dir)
+    frame = frame[frame[USER].isin(set(users))].sort_values([USER, POSITION], kind="stable")
+    candidates = {u: g[ITEM].astype(str).tolist() for u, g in frame.groupby(USER, sort=False)}
+    positives = frame[frame[LABEL] == 1].set_index(USER)[ITEM].astype(str).to_dict()
+    for spec in specs:
+        if positives.get(spec.user) != spec.target:
+            raise ValueError(f"user {spec.user}: the candidate set's positive is not the target")
+    table = sessions.table
+    n = n_negatives + 1
+    llm_methods = [m for m in methods if m in ("InteRecAgent", "LLM only")]
+    first = _first_messages(specs, sim, client, log, config.domain) if llm_methods else []
+    rows = []
+    for method in methods:
+        orders: list[list[int]] = []
+        calls = [0] * len(specs)
+        if method == "Random":
+            for k, _ in enumerate(specs):
+                perm = np.random.default_rng(seed + k).permutation(n)
+                orders.append([int(i) + 1 for i in perm])
+        elif method == "Pop":
+            for spec in specs:
+                pop = table.popularity(candidates[spec.user])
+                orders.append([int(i) + 1 for i in np.argsort(-pop, kind="stable")])
+        elif method == "LLM only":
+            schema = ranking_schema(n)
+            requests = [
+                ChatRequest(
+                    messages=ranking_task_messages(
+                        m.text, [table.display_title(i) for i in candidates[s.user]],
+                        config.domain),
+                    schema=schema, temperature=config.llm_only_temperature,
+                    max_tokens=config.llm_only_max_tokens, seed=config.seed, tag=s.user,
+                )
+                for s, m in zip(specs, first, strict=True)
+            ]  # fmt: skip
+            results = client.map(requests, desc="LLM only: rank")
+            log.add_calls("LLM only", "ranking", results)
+            calls = [1] * len(specs)
+            orders = [list(r.data.get("ranking", [])) if r.ok else [] for r in results]
+        else:
+            agents = []
+            notes = {}
+            for spec in specs:
+                agent = AgentSession.start(spec.user, ctx, map_n=n)
+                agent.ctx.bus.set(candidates[spec.user], "task", ordered=True)
+                agents.append(agent)
+                titles = [table.display_title(i) for i in candidates[spec.user]]
+                notes[spec.user] = _ranking_note(titles, config.domain)
+            ranked_config = replace(config, persistent_bus=True, map_n=n)
+            results = run_turns(agents, [m.text for m in first], ranked_config, client, log,
+                                phase=method, embed=embed, notes=notes)  # fmt: skip
+            calls = [r.n_calls for r in results]
+            for spec, result in zip(specs, results, strict=True):
+                number = {item: k + 1 for k, item in enumerate(candidates[spec.user])}
+                order = result.bus_after if result.kind == "plan" else []
+                orders.append([number[i] for i in order if i in number])
+        for k, (spec, order) in enumerate(zip(specs, orders, strict=True)):
+            parse = parse_ranking({"ranking": order} if order else None, n)
+            target_index = candidates[spec.user].index(spec.target)
+            rng = np.random.default_rng(seed + 7919 * (k + 1))
+            target_rank = _target_rank(parse, target_index, missing, rng)
+            rows.append(
+                {"method": method, USER: spec.user, "rank": target_rank,
+                 "ndcg": ranking_ndcg(target_rank), "status": parse.status,
+                 "duplicates": parse.duplicates, "out_of_range": parse.out_of_range,
+                 "n_missing": len(parse.missing), "calls": calls[k]}
+            )  # fmt: skip
+    out = pd.DataFrame(rows)
+    return out.astype({"rank": "Int64"}) if len(out) else out
+
+
+def one_turn_metrics(
+    frame: pd.DataFrame, value: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
+    """Mean of ``value`` (``recall`` or ``ndcg``) per method with a bootstrap interval.
+
+    Returns:
+        ``[method, metric, mean, low, high, n]``.
+    """
+    rows = []
+    for method, group in frame.groupby("method", sort=False):
+        values = group[value].astype(float).to_numpy()
+        mean, low, high = bootstrap_ci(values, n_boot=n_boot, ci=ci, seed=seed)
+        rows.append({"method": method, "metric": value, "mean": mean, "low": low, "high": high,
+                     "n": len(values)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["method", "metric", "mean", "low", "high", "n"])

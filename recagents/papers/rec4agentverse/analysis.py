@@ -1,0 +1,150 @@
+"""Reading a run: the stage comparison table and figure, exposure counts, message traces.
+
+:func:`stage_comparison` (means with bootstrap intervals per stage and mode),
+:func:`stage_figure`, :func:`exposure_summary` (which consented fields crossed which
+boundary) and :func:`session_trace` (one session as readable text) for the notebook.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import USER
+from recagents.metrics import bootstrap_ci
+from recagents.papers.rec4agentverse.config import METRICS, STAGES
+from recagents.papers.rec4agentverse.session import SessionRun
+
+__all__ = [
+    "exposure_summary",
+    "session_trace",
+    "stage_comparison",
+    "stage_figure",
+]
+
+
+def stage_comparison(
+    sessions: pd.DataFrame,
+    metrics: Sequence[str] = METRICS,
+    n_boot: int = 1000,
+    seed: int = 0,
+    by: Sequence[str] = ("stage", "mode"),
+) -> pd.DataFrame:
+    """Mean and 95% bootstrap interval of each session metric per stage and mode.
+
+    Args:
+        sessions: ``SessionRun.sessions`` (several runs concatenated is fine).
+        metrics: Columns to summarise (default :data:`METRICS`).
+        n_boot: Bootstrap resamples.
+        seed: Bootstrap seed.
+        by: Grouping columns.
+
+    Returns:
+        ``[*by, metric, mean, low, high, n]``, one row per group and metric.
+    """
+    rows = []
+    for keys, group in sessions.groupby(list(by), sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        for metric in metrics:
+            values = group[metric].dropna().to_numpy(float)
+            if len(values) == 0:
+                continue
+            mean, low, high = bootstrap_ci(values, n_boot=n_boot, seed=seed)
+            rows.append(
+                {
+                    **dict(zip(by, keys, strict=True)),
+                    "metric": metric,
+                    "mean": mean,
+                    "low": low,
+                    "high": high,
+                    "n": len(values),
+                }
+            )
+    return pd.DataFrame(rows, columns=[*by, "metric", "mean", "low", "high", "n"])
+
+
+_METRIC_LABELS = {
+    "hit": "Hit@k (held-out films)",
+    "pref_share": "films fitting hidden taste",
+    "pref_satisfied": "taste satisfied (rule)",
+    "user_satisfied": "user said satisfied",
+    "turns_needed": "turns needed",
+    "profile_jaccard": "profile Jaccard (genres)",
+    "era_match": "profile era correct",
+}
+
+
+def stage_figure(comparison: pd.DataFrame, title: str = "") -> Any:
+    """One small panel per metric: mean and 95% interval by stage, one line per mode."""
+    import matplotlib.pyplot as plt
+
+    metrics = list(dict.fromkeys(comparison["metric"]))
+    cols = min(4, max(1, len(metrics)))
+    rows = int(np.ceil(len(metrics) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False)
+    modes = list(dict.fromkeys(comparison["mode"])) if "mode" in comparison else [None]
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        part = comparison[comparison["metric"] == metric]
+        for k, mode in enumerate(modes):
+            line = part if mode is None else part[part["mode"] == mode]
+            x = line["stage"].to_numpy(float) + (k - (len(modes) - 1) / 2) * 0.08
+            y = line["mean"].to_numpy(float)
+            err = [y - line["low"].to_numpy(float), line["high"].to_numpy(float) - y]
+            label = {"template": "template (baseline)"}.get(str(mode), str(mode))
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
+        ax.set_title(_METRIC_LABELS.get(metric, metric), fontsize=10)
+        ax.set_xticks(list(STAGES))
+        ax.set_xlabel("stage")
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def exposure_summary(exposure: pd.DataFrame) -> pd.DataFrame:
+    """Per stage, boundary and field: how often it crossed or was withheld.
+
+    Returns:
+        ``[stage, boundary, field, sensitive, consented, crossed, withheld]``.
+    """
+    if exposure.empty:
+        return pd.DataFrame(
+            columns=["stage", "boundary", "field", "sensitive", "consented", "crossed", "withheld"]
+        )
+    crossed = exposure["crossed"].astype(bool)
+    frame = exposure.assign(crossed=crossed.astype(int), withheld=(~crossed).astype(int))
+    table = frame.groupby(["stage", "boundary", "field", "sensitive", "consented"], sort=True).agg(
+        crossed=("crossed", "sum"), withheld=("withheld", "sum")
+    )
+    return table.reset_index()
+
+
+# --------------------------------------------------------------------------- teaching
+
+
+def session_trace(run: SessionRun, user: str, stage: int, width: int = 96) -> str:
+    """One session as readable text: every message, who sent it to whom, what crossed."""
+    rows = run.messages[(run.messages[USER] == user) & (run.messages["stage"] == stage)]
+    if rows.empty:
+        raise KeyError(f"no session for user {user!r} in stage {stage}")
+    out, turn = [], None
+    for row in rows.to_dict("records"):
+        if row["turn"] != turn:
+            turn = row["turn"]
+            out.append(f"=== turn {turn}")
+        crossed = f"  [fields: {', '.join(row['fields'])}]" if len(row["fields"]) else ""
+        head = f"{row['sender']} -> {row['receiver']} ({row['kind']}){crossed}:"
+        out.append(head)
+        out.append(
+            textwrap.fill(
+                str(row["content"]), width=width, initial_indent="    ", subsequent_indent="    "
+            )
+        )
+    return "\n".join(out)

@@ -1,0 +1,387 @@
+"""Session state and the batched steps of one turn: routing, agent replies, user reactions.
+
+:class:`SessionRun` is what a run returns (tidy frames); ``_Session`` is one user's mutable
+state, ``_Recorder`` collects the message trace and the exposure rows, ``_ask`` sends one
+batch of structured requests accounted in the :class:`~recagents.llm.runlog.RunLog`. The
+loop that uses them is :mod:`recagents.papers.rec4agentverse.stages`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from recagents.columns import USER
+from recagents.llm.client import ChatRequest, ChatResult, LLMClient
+from recagents.llm.runlog import RunLog, ask
+from recagents.papers.rec4agentverse.catalogue import Catalogue
+from recagents.papers.rec4agentverse.config import _KEY_GROUP, SENSITIVE_FIELDS, Rec4AConfig
+from recagents.papers.rec4agentverse.prompts import (
+    AgentReply,
+    agent_messages,
+    agent_schema,
+    parse_agent_reply,
+    parse_choice,
+    parse_reaction,
+    reaction_schema,
+    recommender_messages,
+    recommender_schema,
+    user_reaction_messages,
+)
+from recagents.papers.rec4agentverse.recommender import (
+    Instruction,
+    Profile,
+    _ranked_agents,
+    choose_agent,
+    instruction_for,
+    merge_shortlists,
+    shortlist,
+)
+from recagents.papers.rec4agentverse.templates import template_agent_reply, template_reaction
+from recagents.papers.rec4agentverse.users import SimUser
+
+__all__ = [
+    "SessionRun",
+]
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@dataclass
+class _Session:
+    """One user's session in one stage (mutable while the protocol runs)."""
+
+    user: SimUser
+    stage: int
+    agent: str = ""
+    first_agent: str = ""
+    profile: Profile = field(default_factory=Profile)
+    instruction: Instruction | None = None
+    dialogue: list[tuple[str, str]] = field(default_factory=list)
+    items: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    unsatisfied: Counter = field(default_factory=Counter)
+    satisfied_turn: int | None = None
+    open: bool = True
+    switches: int = 0
+    reports_sent: int = 0
+    reports_rejected: int = 0
+    agent_failures: int = 0
+    user_failures: int = 0
+    router_failures: int = 0
+    report_failures: int = 0
+    turns: int = 0
+
+
+@dataclass
+class SessionRun:
+    """What :func:`run_sessions` produced, as tidy frames.
+
+    Attributes:
+        sessions: One row per (user, stage): the final list and every session metric.
+        turns: One row per turn held: agent, films, verdict, what was reported.
+        messages: The trace: one row per message between user, agent items and recommender.
+        exposure: One row per report field offered at the agent -> recommender boundary
+            (crossed or withheld) and per field sent from the recommender to agents.
+    """
+
+    sessions: pd.DataFrame
+    turns: pd.DataFrame
+    messages: pd.DataFrame
+    exposure: pd.DataFrame
+
+    @staticmethod
+    def concat(runs: Sequence[SessionRun]) -> SessionRun:
+        """Stack several runs (e.g. stages or modes) into one."""
+        return SessionRun(
+            *(
+                pd.concat([getattr(r, name) for r in runs], ignore_index=True)
+                for name in ("sessions", "turns", "messages", "exposure")
+            )
+        )
+
+
+class _Recorder:
+    """Collects the trace and the exposure rows of one run."""
+
+    def __init__(self, config: Rec4AConfig) -> None:
+        self.config = config
+        self.messages: list[dict[str, Any]] = []
+        self.exposure: list[dict[str, Any]] = []
+        self.turns: list[dict[str, Any]] = []
+
+    def say(
+        self,
+        s: _Session,
+        turn: int,
+        sender: str,
+        receiver: str,
+        kind: str,
+        content: str,
+        fields: Sequence[str] = (),
+    ) -> None:
+        self.messages.append(
+            {
+                USER: s.user.user_id,
+                "stage": s.stage,
+                "turn": turn,
+                "sender": sender,
+                "receiver": receiver,
+                "kind": kind,
+                "content": content,
+                "fields": tuple(fields),
+            }
+        )
+
+    def expose(
+        self,
+        s: _Session,
+        turn: int,
+        boundary: str,
+        key: str,
+        crossed: bool,
+        value: Any,
+        channel: str,
+    ) -> None:
+        group = _KEY_GROUP.get(key, key)
+        self.exposure.append(
+            {
+                USER: s.user.user_id,
+                "stage": s.stage,
+                "turn": turn,
+                "boundary": boundary,
+                "field": key,
+                "group": group,
+                "crossed": crossed,
+                "consented": group in self.config.share_fields,
+                "sensitive": group in SENSITIVE_FIELDS,
+                "channel": channel,
+                "value": ", ".join(map(str, value)) if isinstance(value, list) else str(value),
+            }
+        )
+
+
+def _ask(
+    client: LLMClient,
+    log: RunLog,
+    phase: str,
+    kind: str,
+    tags: Sequence[str],
+    messages: Sequence[list[dict[str, str]]],
+    schemas: Sequence[dict[str, Any]],
+    config: Rec4AConfig,
+    desc: str,
+) -> list[ChatResult]:
+    """One structured request per session, in one ``client.map``, accounted in the log."""
+    if not messages:
+        return []
+    requests = [
+        ChatRequest(
+            messages=m,
+            schema=schema,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            seed=config.seed,
+            tag=tag,
+        )
+        for tag, m, schema in zip(tags, messages, schemas, strict=True)
+    ]
+    return ask(client, log, phase, kind, requests, desc=desc)
+
+
+def _route(
+    sessions: Sequence[_Session],
+    catalogue: Catalogue,
+    config: Rec4AConfig,
+    client: LLMClient | None,
+    log: RunLog,
+    phase: str,
+    reports: dict[int, str] | None,
+    requests: dict[int, str] | None,
+) -> list[tuple[str, bool]]:
+    """The recommender's choice for each session: ``(agent id, made by the LLM)``.
+
+    The classic scorer needs no call. The LLM recommender's unusable reply is counted and
+    the classic choice is used instead (recorded as a routing failure, never silently).
+    """
+    classic = [choose_agent(s.profile, catalogue, config, s.unsatisfied) for s in sessions]
+    if config.recommender == "classic" or not sessions:
+        return [(agent, False) for agent in classic]
+    assert client is not None
+    prompts = [
+        recommender_messages(
+            catalogue,
+            s.profile,
+            config,
+            request=(requests or {}).get(k),
+            current=s.agent or None,
+            report=(reports or {}).get(k),
+        )
+        for k, s in enumerate(sessions)
+    ]
+    schema = recommender_schema(catalogue)
+    results = _ask(
+        client,
+        log,
+        phase,
+        "recommender",
+        [s.user.user_id for s in sessions],
+        prompts,
+        [schema] * len(prompts),
+        config,
+        f"{phase}: route",
+    )
+    out = []
+    for s, fallback, result in zip(sessions, classic, results, strict=True):
+        agent = parse_choice(result.data, catalogue) if result.ok else None
+        if agent is None:
+            s.router_failures += 1
+            out.append((fallback, False))
+        else:
+            out.append((agent, True))
+    return out
+
+
+def _films_for_turn(
+    s: _Session, catalogue: Catalogue, config: Rec4AConfig, rec: _Recorder, turn: int
+) -> tuple[list[str], list[str]]:
+    """The current agent's shortlist this turn; in stage 3 merged with consulted agents'."""
+    own = shortlist(catalogue, s.agent, s.instruction, config.shortlist_size)
+    if s.stage < 3 or config.n_consult == 0:
+        return own, [s.agent] * len(own)
+    consulted_ids = _ranked_agents(s.profile, catalogue, config, exclude=[s.agent])
+    consulted_ids = consulted_ids[: config.n_consult]
+    instruction = instruction_for(s.profile)
+    consulted = {
+        a: shortlist(catalogue, a, instruction, config.shortlist_size) for a in consulted_ids
+    }
+    for a in consulted_ids:
+        sent = [
+            key
+            for key, value in (("genres", instruction.genres), ("era", instruction.era))
+            if value
+        ]
+        rec.say(
+            s,
+            turn,
+            "recommender",
+            a,
+            "consult",
+            f"Agent {s.agent} asks for films. {instruction.text() or 'No profile yet.'}",
+            sent,
+        )
+        for key in sent:
+            value = instruction.genres if key == "genres" else instruction.era
+            rec.expose(
+                s,
+                turn,
+                "recommender->consulted agent",
+                key,
+                True,
+                list(value) if isinstance(value, tuple) else value,
+                "instruction",
+            )
+        rec.say(
+            s,
+            turn,
+            a,
+            s.agent,
+            "shortlist",
+            "; ".join(catalogue.titles[i] for i in consulted[a][: config.consult_items]),
+        )
+    return merge_shortlists(
+        own, consulted, config.shortlist_size, config.consult_items, own_id=s.agent
+    )
+
+
+def _agents_reply(
+    active: Sequence[_Session],
+    films_of: dict[int, tuple[list[str], list[str]]],
+    turn: int,
+    catalogue: Catalogue,
+    config: Rec4AConfig,
+    client: LLMClient | None,
+    log: RunLog,
+    phase: str,
+) -> dict[int, AgentReply | None]:
+    """Every open session's agent picks ``k`` films from its shortlist (one batch)."""
+    if config.agent_mode == "template":
+        return {
+            id(s): template_agent_reply(
+                catalogue.card(s.agent), films_of[id(s)][0], s.dialogue, catalogue, config
+            )
+            for s in active
+        }
+    assert client is not None
+    prompts, schemas = [], []
+    for s in active:
+        films = films_of[id(s)][0]
+        lines = [catalogue.line(i) for i in films]
+        card = catalogue.card(s.agent)
+        prompts.append(agent_messages(card, lines, s.instruction, s.user, s.dialogue, config))
+        schemas.append(agent_schema(len(films), config))
+    results = _ask(
+        client,
+        log,
+        phase,
+        "agent",
+        [s.user.user_id for s in active],
+        prompts,
+        schemas,
+        config,
+        f"{phase} turn {turn}: agents",
+    )
+    return {
+        id(s): parse_agent_reply(r.data, films_of[id(s)][0], config.k) if r.ok else None
+        for s, r in zip(active, results, strict=True)
+    }
+
+
+def _users_react(
+    active: Sequence[_Session],
+    replies: dict[int, AgentReply | None],
+    turn: int,
+    catalogue: Catalogue,
+    config: Rec4AConfig,
+    client: LLMClient | None,
+    log: RunLog,
+    phase: str,
+) -> dict[int, tuple[bool | None, str]]:
+    """The users who were shown films react (one batch); the others are not asked."""
+    shown = [(s, reply) for s in active if (reply := replies[id(s)]) is not None]
+    if config.agent_mode == "template":
+        return {
+            id(s): template_reaction(s.user, reply.picks, catalogue, config) for s, reply in shown
+        }
+    assert client is not None
+    prompts = [
+        user_reaction_messages(
+            s.user,
+            catalogue.card(s.agent).name,
+            reply.message,
+            [catalogue.line(i) for i in reply.picks],
+            config,
+        )
+        for s, reply in shown
+    ]
+    schema = reaction_schema(config)
+    results = _ask(
+        client,
+        log,
+        phase,
+        "user",
+        [s.user.user_id for s, _ in shown],
+        prompts,
+        [schema] * len(prompts),
+        config,
+        f"{phase} turn {turn}: users",
+    )
+    return {
+        id(s): parse_reaction(r.data) if r.ok else (None, "")
+        for (s, _), r in zip(shown, results, strict=True)
+    }

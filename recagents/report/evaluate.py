@@ -1,0 +1,229 @@
+"""Reading the build folder and judging each claim on it.
+
+:func:`read_run` reads one executed notebook (its records, title, papermill's end time and
+error state) into a :class:`RunInfo`; :func:`evaluate_claim` judges one claim on it with its
+rule into an :class:`Outcome`, and :func:`evaluate_claims` does so for every notebook and
+claim of a build folder. A missing notebook or value is "not run", never filled in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recagents.report.claims import (
+    DIRECTION_ONLY,
+    NOT_COMPARABLE,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    Claim,
+)
+from recagents.report.loading import load_claims, load_notebooks
+from recagents.report.values import (
+    Estimate,
+    MissingRecord,
+    PaperValue,
+    _estimate,
+    _read_ref,
+    paper_value,
+)
+from recagents.report.verdicts import (
+    Verdict,
+    judge_above,
+    judge_at_least,
+    judge_contains,
+    judge_greater,
+    judge_no_amplification,
+)
+
+__all__ = ["Outcome", "RunInfo", "evaluate_claim", "evaluate_claims", "read_run"]
+
+
+@dataclass
+class RunInfo:
+    """What one executed notebook holds, or why it has not been run."""
+
+    stem: str
+    path: Path
+    status: str  # "ran", "not run", "failed", "unreadable"
+    detail: str = ""
+    title: str = ""
+    records: dict[str, Any] = field(default_factory=dict)
+    executed: str = ""
+
+    @property
+    def model(self) -> str:
+        """The model recorded by the notebook, or ``"no LLM"`` when it records none."""
+        model = self.records.get("model")
+        return str(model) if model else "no LLM"
+
+    @property
+    def profile(self) -> str:
+        """The profile recorded by the notebook, or ``"?"``."""
+        return str(self.records.get("profile", "?"))
+
+
+def _first_heading(cells: Sequence[Any]) -> str:
+    for cell in cells:
+        if cell.get("cell_type") != "markdown":
+            continue
+        for line in str(cell.get("source", "")).splitlines():
+            match = re.match(r"^#{1,6}\s+(.+?)\s*#*\s*$", line)
+            if match:
+                return match.group(1).strip()
+    return ""
+
+
+def read_run(path: Path) -> RunInfo:
+    """Read one executed notebook: records, title, papermill's end time and error state."""
+    import nbformat
+
+    from recagents.notebook import read_records
+
+    stem = path.stem
+    if not path.is_file():
+        return RunInfo(stem, path, "not run", f"{path} does not exist")
+    try:
+        nb = nbformat.read(path, as_version=4)
+        records = read_records(path)
+    except Exception as error:  # a truncated or foreign file must not stop the report
+        return RunInfo(stem, path, "unreadable", f"{path}: {type(error).__name__}: {error}")
+    papermill = nb.metadata.get("papermill", {}) or {}
+    executed = str(papermill.get("end_time") or "")
+    info = RunInfo(stem, path, "ran", "", _first_heading(nb.cells), records, executed)
+    if papermill.get("exception"):
+        info.status = "failed"
+        info.detail = f"{path} stopped with an error (papermill recorded an exception)"
+    elif not records:
+        info.status = "failed"
+        info.detail = f"{path} holds no records (its last cell did not run)"
+    return info
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One claim judged on one build folder."""
+
+    claim: Claim
+    paper: PaperValue | None
+    ours: str
+    verdict: str
+    reason: str
+    model: str = ""
+    profile: str = ""
+
+
+def _ours_text(label: str, estimate: Estimate) -> str:
+    return f"{label} {estimate.text()}" if label else estimate.text()
+
+
+def _judge(
+    claim: Claim, paper: PaperValue | None, records: Mapping[str, Any]
+) -> tuple[str, Verdict]:
+    """Our shown value and the verdict of ``claim.rule``; raises ``MissingRecord``."""
+    if claim.rule == "no_amplification":
+        key, (value, _) = _read_ref(claim.ours, records)
+        if not isinstance(value, Mapping) or not {"diff", "amplifies"} <= set(value):
+            raise ValueError(f"record {key!r}: expected {{'diff', 'amplifies'}}, got {value!r}")
+        verdict = judge_no_amplification(float(value["diff"]), bool(value["amplifies"]))
+        ours = f"difference {float(value['diff']):.4f}, amplifies: {bool(value['amplifies'])}"
+        return ours, verdict
+    _, a = _estimate(claim.ours, records)
+    if claim.rule == "greater":
+        if claim.versus is None:
+            raise ValueError(f"claim {claim.id}: rule 'greater' needs 'versus'")
+        _, b = _estimate(claim.versus, records)
+        a_label, b_label = claim.ours.label or "A", claim.versus.label or "B"
+        ours = f"{_ours_text(a_label, a)} vs {_ours_text(b_label, b)}"
+        verdict = judge_greater(a, b, a_label, b_label)
+    elif claim.rule == "above":
+        threshold = 0.0 if claim.threshold is None else claim.threshold
+        ours = _ours_text(claim.ours.label, a)
+        verdict = judge_above(a, threshold, claim.ours.label or "ours")
+    elif claim.rule == "contains":
+        ours = _ours_text(claim.ours.label, a)
+        chance = None
+        if claim.chance is not None:
+            try:
+                _, baseline = _estimate(claim.chance, records)
+            except MissingRecord:
+                ours += "; no random baseline recorded"
+            else:
+                chance = baseline.mean
+                ours += f"; {claim.chance.label or 'random'} {baseline.mean:.4f}"
+        verdict = judge_contains(paper.number if paper else None, a, chance)
+    elif claim.rule == "at_least":
+        ours = _ours_text(claim.ours.label, a)
+        verdict = judge_at_least(paper.number if paper else None, a)
+    else:
+        raise ValueError(f"claim {claim.id}: unknown rule {claim.rule!r}")
+    return ours, verdict
+
+
+def _context(claim: Claim, records: Mapping[str, Any]) -> str:
+    shown = [f"{name}={records[name]}" for name in claim.context if name in records]
+    return f"; {', '.join(shown)}" if shown else ""
+
+
+_DEMONSTRATION = {
+    REPRODUCED: "shown",
+    DIRECTION_ONLY: "shown in direction only",
+    NOT_REPRODUCED: "not shown",
+}
+
+
+def _embedded_model() -> str:
+    """The alias of the embedded default model (its module imports only the standard library)."""
+    from recagents.llm.local import MODEL_ALIAS
+
+    return MODEL_ALIAS
+
+
+def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
+    """Judge one claim on one executed notebook (never raises for a missing value)."""
+    paper = paper_value(claim.paper) if claim.paper is not None else None
+    if run.status in ("not run", "unreadable"):
+        return Outcome(claim, paper, "—", NOT_RUN, run.detail)
+    try:
+        ours, judged = _judge(claim, paper, run.records)
+    except MissingRecord as error:
+        reason = (
+            f"{run.detail}; " if run.status == "failed" else ""
+        ) + f"this run (profile {run.profile}) has no {error.args[0]}"
+        return Outcome(claim, paper, "—", NOT_RUN, reason, run.model, run.profile)
+    except ValueError as error:
+        return Outcome(claim, paper, "—", NOT_COMPARABLE, str(error), run.model, run.profile)
+    verdict, reason = judged.verdict, judged.reason
+    model = run.model if claim.llm else "no LLM"
+    ours += _context(claim, run.records)
+    if claim.paper is None:
+        shown = _DEMONSTRATION.get(verdict, verdict)
+        reason = f"{claim.no_paper or 'no paper number'}: {shown} ({reason})"
+        verdict = NOT_COMPARABLE
+    elif verdict == NOT_REPRODUCED and claim.llm and run.model == _embedded_model():
+        reason += f"; the embedded {run.model} answers near chance (see the caveats)"
+    return Outcome(claim, paper, ours, verdict, reason, model, run.profile)
+
+
+def evaluate_claims(
+    build_dir: Path, claims: Sequence[Claim] | None = None
+) -> tuple[dict[str, RunInfo], list[Outcome]]:
+    """Read every covered notebook in ``build_dir`` and judge every claim.
+
+    Args:
+        build_dir: Folder of the executed notebooks (``build`` or ``build/smoke``).
+        claims: The claims to judge (default: :data:`~recagents.report.CLAIMS`).
+
+    Returns:
+        The run of each notebook by stem (:data:`~recagents.report.NOTEBOOKS` order, then
+        any other notebook a claim names) and one outcome per claim.
+    """
+    claims = load_claims() if claims is None else claims
+    notebooks = load_notebooks()
+    stems = list(notebooks) + [c.notebook for c in claims if c.notebook not in notebooks]
+    runs = {stem: read_run(Path(build_dir) / f"{stem}.ipynb") for stem in dict.fromkeys(stems)}
+    return runs, [evaluate_claim(claim, runs[claim.notebook]) for claim in claims]

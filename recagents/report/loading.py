@@ -1,0 +1,293 @@
+"""The report's tables, read from JSON package data and validated when they are read.
+
+``recagents/resources/claims.json`` (:func:`load_claims`), ``notebooks.json``
+(:func:`load_notebooks`) and ``verdict_rules.json`` (:func:`load_verdict_rules`) hold what
+the report says: every claim and where its two values live, what each notebook deviates
+from, and how a comparison turns into a verdict. Each file is read once, on first use, and
+checked against its JSON schema (:data:`CLAIMS_SCHEMA`, :data:`NOTEBOOKS_SCHEMA`,
+:data:`VERDICT_RULES_SCHEMA`); a file that is not JSON, or a field that is missing, unknown
+or of the wrong type, raises a :class:`ResourceError` naming the file and the field, e.g.
+``.../claims.json: claims[3].ours.key: missing (required)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from recagents.report.claims import Claim, NotebookInfo, PaperRef, RecordRef
+
+__all__ = [
+    "CLAIMS_SCHEMA",
+    "CLAIM_RULES",
+    "NOTEBOOKS_SCHEMA",
+    "VERDICT_RULES_SCHEMA",
+    "ResourceError",
+    "load_claims",
+    "load_notebooks",
+    "load_verdict_rules",
+    "read_resource",
+    "resource",
+]
+
+#: The rules a claim can name (``Claim.rule``); each has its text in ``verdict_rules.json``.
+CLAIM_RULES = ("contains", "at_least", "greater", "above", "no_amplification")
+
+_TEXT = {"type": "string"}
+_NAME = {"type": "string", "minLength": 1}
+_ROW = {"type": "object", "additionalProperties": {"type": "string"}}
+_ABOUT = {"_about": _TEXT}
+
+_RECORD_REF = {
+    "type": "object",
+    "required": ["key"],
+    "additionalProperties": False,
+    "properties": {"key": _NAME, "field": _NAME, "label": _TEXT},
+}
+
+_PAPER_REF = {
+    "type": ["object", "null"],
+    "required": ["table"],
+    "additionalProperties": False,
+    "properties": {
+        "table": _NAME,
+        "row": _ROW,
+        "column": _NAME,
+        "scale": {"type": "number", "exclusiveMinimum": 0},
+        "versus_row": _ROW,
+        "versus_column": _NAME,
+        "quote": _TEXT,
+    },
+}
+
+_CLAIM = {
+    "type": "object",
+    "required": ["id", "notebook", "description", "paper", "ours", "rule"],
+    "additionalProperties": False,
+    "properties": {
+        "id": _NAME,
+        "notebook": {"type": "string", "pattern": "^[0-9]{2}_[A-Za-z0-9_]+$"},
+        "description": _NAME,
+        "paper": _PAPER_REF,
+        "ours": _RECORD_REF,
+        "rule": {"enum": list(CLAIM_RULES)},
+        "versus": _RECORD_REF,
+        "threshold": {"type": "number"},
+        "no_paper": _TEXT,
+        "context": {"type": "array", "items": _NAME},
+        "note": _TEXT,
+        "llm": {"type": "boolean"},
+        "chance": _RECORD_REF,
+    },
+    "allOf": [
+        # a comparison needs its second arm; a claim without a paper number says why
+        {
+            "if": {"required": ["rule"], "properties": {"rule": {"const": "greater"}}},
+            "then": {"required": ["versus"]},
+        },
+        {
+            "if": {"required": ["paper"], "properties": {"paper": {"type": "null"}}},
+            "then": {"required": ["no_paper"], "properties": {"no_paper": _NAME}},
+        },
+    ],
+}
+
+#: Schema of ``claims.json``: ``{"claims": [claim, ...]}``, fields as :class:`Claim`.
+CLAIMS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["claims"],
+    "additionalProperties": False,
+    "properties": {**_ABOUT, "claims": {"type": "array", "minItems": 1, "items": _CLAIM}},
+}
+
+#: Schema of ``notebooks.json``: ``{"notebooks": {stem: notebook, ...}}`` in reading order.
+NOTEBOOKS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["notebooks"],
+    "additionalProperties": False,
+    "properties": {
+        **_ABOUT,
+        "notebooks": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": "^[0-9]{2}_[A-Za-z0-9_]+$"},
+            "additionalProperties": {
+                "type": "object",
+                "required": ["title", "paper", "deviations"],
+                "additionalProperties": False,
+                "properties": {
+                    "title": _NAME,
+                    "paper": _NAME,
+                    "deviations": {"type": "array", "items": _NAME},
+                },
+            },
+        },
+    },
+}
+
+#: Schema of ``verdict_rules.json``: ``{"rules": {rule: text, ...}}``, every claim rule included.
+VERDICT_RULES_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["rules"],
+    "additionalProperties": False,
+    "properties": {
+        **_ABOUT,
+        "rules": {
+            "type": "object",
+            "required": list(CLAIM_RULES),
+            "additionalProperties": _NAME,
+        },
+    },
+}
+
+
+class ResourceError(ValueError):
+    """A resource file that is not JSON, or does not match its schema."""
+
+
+def resource(name: str) -> Traversable:
+    """The packaged file ``recagents/resources/<name>``."""
+    return resources.files("recagents").joinpath("resources", name)
+
+
+def _where(path: Any) -> str:
+    """``claims[3].ours.key`` from a JSON path (a sequence of keys and indices)."""
+    where = ""
+    for part in path:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    return where or "(the top level)"
+
+
+def _sort_key(path: Any) -> list[tuple[int, int, str]]:
+    """Errors in document order: indices numerically, names alphabetically."""
+    return [(0, part, "") if isinstance(part, int) else (1, 0, str(part)) for part in path]
+
+
+def _problem(error: Any) -> str:
+    """One schema error as ``field: what is wrong``; a missing field is named in the path."""
+    path = list(error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, Mapping):
+        missing = [name for name in error.validator_value if name not in error.instance]
+        if missing:
+            return f"{_where([*path, missing[0]])}: missing (required)"
+    return f"{_where(path)}: {error.message}"
+
+
+def read_resource(path: Path | Traversable, schema: Mapping[str, Any]) -> Any:
+    """Read a JSON file and check it against ``schema``.
+
+    Args:
+        path: The file.
+        schema: Its JSON schema (draft 2020-12).
+
+    Returns:
+        The parsed JSON.
+
+    Raises:
+        ResourceError: The file cannot be read, is not JSON, or does not match ``schema``;
+            the message names the file and every field at fault (the first 10).
+    """
+    import jsonschema
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ResourceError(f"{path}: cannot be read: {error}") from None
+    except json.JSONDecodeError as error:
+        raise ResourceError(
+            f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+        ) from None
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: _sort_key(e.absolute_path))
+    if errors:
+        problems = [_problem(error) for error in errors]
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        lines = "\n".join(f"  {problem}" for problem in problems[:10])
+        raise ResourceError(f"{path} does not match its schema:\n{lines}{more}")
+    return data
+
+
+def _paper_ref(entry: Mapping[str, Any] | None) -> PaperRef | None:
+    if entry is None:
+        return None
+    fields = dict(entry)
+    if "scale" in fields:
+        fields["scale"] = float(fields["scale"])
+    return PaperRef(**fields)
+
+
+def _claim(entry: Mapping[str, Any]) -> Claim:
+    fields = dict(entry)
+    fields["paper"] = _paper_ref(fields["paper"])
+    for name in ("ours", "versus", "chance"):
+        if name in fields:
+            fields[name] = RecordRef(**fields[name])
+    if "context" in fields:
+        fields["context"] = tuple(fields["context"])
+    if "threshold" in fields:
+        fields["threshold"] = float(fields["threshold"])
+    return Claim(**fields)
+
+
+@cache
+def load_claims(path: Path | Traversable | None = None) -> tuple[Claim, ...]:
+    """Every claim in the report, grouped by notebook in reading order.
+
+    Args:
+        path: The file (default: the packaged ``claims.json``).
+
+    Raises:
+        ResourceError: The file does not match :data:`CLAIMS_SCHEMA`, or two claims share
+            an id.
+    """
+    path = path or resource("claims.json")
+    entries = read_resource(path, CLAIMS_SCHEMA)["claims"]
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        first = seen.setdefault(entry["id"], index)
+        if first != index:
+            raise ResourceError(
+                f"{path}: claims[{index}].id: {entry['id']!r} is already the id of "
+                f"claims[{first}]; ids must be unique"
+            )
+    return tuple(_claim(entry) for entry in entries)
+
+
+@cache
+def load_notebooks(path: Path | Traversable | None = None) -> dict[str, NotebookInfo]:
+    """Every notebook the report covers, by stem, in reading order.
+
+    Args:
+        path: The file (default: the packaged ``notebooks.json``).
+
+    Raises:
+        ResourceError: The file does not match :data:`NOTEBOOKS_SCHEMA`.
+    """
+    path = path or resource("notebooks.json")
+    entries = read_resource(path, NOTEBOOKS_SCHEMA)["notebooks"]
+    return {
+        stem: NotebookInfo(entry["title"], entry["paper"], tuple(entry["deviations"]))
+        for stem, entry in entries.items()
+    }
+
+
+@cache
+def load_verdict_rules(path: Path | Traversable | None = None) -> dict[str, str]:
+    """How each comparison turns into a verdict, in the order the report prints them.
+
+    Args:
+        path: The file (default: the packaged ``verdict_rules.json``).
+
+    Raises:
+        ResourceError: The file does not match :data:`VERDICT_RULES_SCHEMA`.
+    """
+    path = path or resource("verdict_rules.json")
+    return dict(read_resource(path, VERDICT_RULES_SCHEMA)["rules"])

@@ -1,0 +1,154 @@
+"""The HTML pages of the executed notebooks and an index page with every figure.
+
+:func:`render_html` renders each executed notebook with nbconvert (imported only when it
+runs) and writes ``index.html``: the notebooks, titled by their first heading, and every
+figure as a linked thumbnail grouped by notebook.
+"""
+
+from __future__ import annotations
+
+import html
+import shutil
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from recagents.report.evaluate import _first_heading
+from recagents.report.loading import load_notebooks
+
+__all__ = ["FIGURE_SUFFIXES", "render_html"]
+
+FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
+
+_INDEX_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; }
+h1 { margin-bottom: .2em; } .muted { color: #666; }
+ul.notebooks li { margin: .3em 0; } .notrun { color: #a33; }
+.figures { display: flex; flex-wrap: wrap; gap: 1em; }
+.figures figure { margin: 0; width: 260px; }
+.figures img { width: 260px; border: 1px solid #ddd; }
+.figures figcaption { font-size: .85em; word-break: break-all; }
+"""
+
+
+def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Path) -> Path:
+    """Render executed notebooks to HTML and write an index page with every figure.
+
+    Each notebook that exists becomes ``out_dir/NAME.html`` (nbconvert's ``HTMLExporter``,
+    outputs and embedded images included); each figure in ``figures_dir`` is copied to
+    ``out_dir/figures/``; ``out_dir/index.html`` links every notebook (titled by its first
+    heading; missing ones listed as "not run") and shows every figure as a linked thumbnail,
+    grouped by the notebook number its name starts with.
+
+    Args:
+        notebooks: The executed notebooks expected (e.g. ``build/00_...ipynb`` ...).
+        figures_dir: Folder of the figures; ``None`` or a missing folder gives an index that
+            says so.
+        out_dir: Output folder (created).
+
+    Returns:
+        The path of ``index.html``.
+    """
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter()
+    entries: list[tuple[str, str, str]] = []  # (stem, title, html link or "")
+    problems: dict[str, str] = {}
+    for path in (Path(p) for p in notebooks):
+        if not path.is_file():
+            entries.append((path.stem, "", ""))
+            continue
+        try:
+            nb = nbformat.read(path, as_version=4)
+            title = _first_heading(nb.cells) or path.stem
+            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+        except Exception as error:  # one broken notebook must not hide the others
+            entries.append((path.stem, "", ""))
+            problems[path.stem] = f"could not be rendered: {type(error).__name__}: {error}"
+            continue
+        target = out_dir / f"{path.stem}.html"
+        target.write_text(body, encoding="utf-8")
+        entries.append((path.stem, title, target.name))
+
+    figures: list[str] = []
+    figures_note = ""
+    if figures_dir is not None and Path(figures_dir).is_dir():
+        copied = out_dir / "figures"
+        copied.mkdir(exist_ok=True)
+        for figure in sorted(Path(figures_dir).iterdir()):
+            if figure.is_file() and figure.suffix.lower() in FIGURE_SUFFIXES:
+                shutil.copy2(figure, copied / figure.name)
+                figures.append(figure.name)
+    else:
+        figures_note = f"No figures folder at {figures_dir}." if figures_dir else "No figures."
+
+    index = out_dir / "index.html"
+    index.write_text(_index_html(entries, problems, figures, figures_note), encoding="utf-8")
+    return index
+
+
+def _figure_html(name: str) -> str:
+    href = "figures/" + html.escape(name, quote=True)
+    return (
+        f'<figure><a href="{href}"><img src="{href}" alt="{html.escape(name)}" '
+        f'loading="lazy"></a><figcaption>{html.escape(name)}</figcaption></figure>'
+    )
+
+
+def _index_html(
+    entries: Sequence[tuple[str, str, str]],
+    problems: Mapping[str, str],
+    figures: Sequence[str],
+    figures_note: str,
+) -> str:
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>recagents: executed notebooks and figures</title>",
+        f"<style>{_INDEX_STYLE}</style></head><body>",
+        "<h1>recagents: executed notebooks and figures</h1>",
+        f'<p class="muted">Written by <code>make reproduce</code> '
+        f"(<code>python -m recagents.report html</code>) on "
+        f"{html.escape(datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC'))}.</p>",
+        "<h2>Notebooks</h2>",
+        '<ul class="notebooks">',
+    ]
+    for stem, title, link in entries:
+        if link:
+            parts.append(
+                f'<li><a href="{html.escape(link, quote=True)}">{html.escape(title)}</a> '
+                f'<span class="muted">({html.escape(stem)}.ipynb)</span></li>'
+            )
+        else:
+            why = problems.get(stem, "not run")
+            parts.append(f'<li class="notrun">{html.escape(stem)}.ipynb: {html.escape(why)}</li>')
+    parts.append("</ul>")
+    parts.append("<h2>Figures</h2>")
+    parts.append(
+        '<p class="muted">The figures as each notebook last wrote them; a notebook not run in '
+        "this build keeps the figures of its previous run.</p>"
+    )
+    if figures_note:
+        parts.append(f'<p class="muted">{html.escape(figures_note)}</p>')
+    groups: dict[str, list[str]] = {}
+    for name in figures:
+        prefix = name[:2] if name[:2].isdigit() else ""
+        groups.setdefault(prefix, []).append(name)
+    notebooks = load_notebooks()
+    titles = {
+        stem[:2]: title or (notebooks[stem].title if stem in notebooks else stem)
+        for stem, title, _ in entries
+    }
+    for prefix in sorted(groups, key=lambda p: (p == "", p)):
+        heading = titles.get(prefix, f"Notebook {prefix}") if prefix else "Other figures"
+        parts.append(f"<h3>{html.escape(heading)}</h3>")
+        parts.append('<div class="figures">')
+        parts += [_figure_html(name) for name in groups[prefix]]
+        parts.append("</div>")
+    if not figures and not figures_note:
+        parts.append('<p class="muted">The figures folder holds no figures.</p>')
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,590 @@
+"""Tests for recagents.report: claims resolve, verdict rules, REPRODUCTION.md and the HTML pages.
+
+The executed notebooks here are tiny synthetic ``.ipynb`` files whose outputs carry records in
+the exact form :func:`recagents.notebook.record` writes them (a ``display_data`` output with
+``RECORD_MIME`` and a ``text/plain`` line); nothing is executed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from recagents import report
+from recagents.notebook import RECORD_MIME, read_records
+from recagents.report import (
+    CLAIMS,
+    NOTEBOOKS,
+    Estimate,
+    build_reproduction,
+    evaluate_claims,
+    judge_above,
+    judge_at_least,
+    judge_contains,
+    judge_greater,
+    judge_no_amplification,
+    loading,
+    paper_value,
+    render_html,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
+RULES = {"contains", "at_least", "greater", "above", "no_amplification"}
+
+# --------------------------------------------------------------------------------------------
+# Synthetic executed notebooks
+# --------------------------------------------------------------------------------------------
+
+
+def _record_output(name: str, value: Any) -> nbformat.NotebookNode:
+    """The output recagents.notebook.record() displays inside a kernel."""
+    text = f"{name} = {json.dumps(value, sort_keys=True)}"
+    return nbformat.v4.new_output(
+        "display_data", data={RECORD_MIME: {"name": name, "value": value}, "text/plain": text}
+    )
+
+
+def write_executed(
+    path: Path,
+    records: dict[str, Any],
+    title: str = "99 · A tiny notebook",
+    exception: bool = False,
+) -> Path:
+    """A small executed notebook: a heading, one code cell, and a last cell of records."""
+    nb = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell("x = 1\nx", execution_count=1)
+    code.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "1"})]
+    last = nbformat.v4.new_code_cell("record(...)", execution_count=2)
+    last.outputs = [_record_output(name, value) for name, value in records.items()]
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nIntro."), code, last]
+    nb.metadata["papermill"] = {
+        "end_time": "2030-01-01T00:00:00+00:00",
+        "exception": exception or None,
+        "parameters": {"PROFILE": records.get("profile", "default")},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _ira_records(hit: list[float], model: str = "my-model") -> dict[str, Any]:
+    return {
+        "profile": "default",
+        "dataset": "ml-100k",
+        "model": model,
+        "n_sessions": 10,
+        "max_turns": 5,
+        "sessions/InteRecAgent/id": {"hit": hit, "at": 2.0, "n": 10},
+        "sessions/InteRecAgent/fuzzy": {"hit": hit, "at": 2.0, "n": 10},
+        "sessions/LLM only/fuzzy": {"hit": [0.2, 0.1, 0.3], "at": 4.0, "n": 10},
+        "sessions/no reflection/id": {"hit": [0.7, 0.55, 0.8], "at": 3.0, "n": 10},
+        "one_turn/recall/InteRecAgent": [0.5, 0.4, 0.6],
+        "one_turn/ndcg/InteRecAgent": [0.6, 0.5, 0.7],
+        "one_turn/ndcg/Random": [0.33, 0.3, 0.36],
+        "one_turn/ndcg/Pop": [0.35, 0.3, 0.4],
+    }
+
+
+def _outcomes_by_id(build: Path) -> dict[str, report.Outcome]:
+    _, outcomes = evaluate_claims(build)
+    return {o.claim.id: o for o in outcomes}
+
+
+def test_synthetic_notebooks_carry_records_like_record_does(tmp_path):
+    records = {"model": "m", "a/b": [0.1, 0.0, 0.2], "d": {"hit": [1, 0, 1], "n": 3}}
+    path = write_executed(tmp_path / "nb.ipynb", records)
+    assert read_records(path) == records
+
+
+# --------------------------------------------------------------------------------------------
+# Verdict rules on hand-made values
+# --------------------------------------------------------------------------------------------
+
+
+def test_contains_reproduced_when_the_paper_value_is_inside_bounds_included():
+    assert judge_contains(0.5, Estimate(0.45, 0.3, 0.6)).verdict == report.REPRODUCED
+    assert judge_contains(0.6, Estimate(0.45, 0.3, 0.6)).verdict == report.REPRODUCED
+
+
+@pytest.mark.parametrize(("paper", "side"), [(0.85, "above"), (0.1, "below")])
+def test_contains_not_reproduced_outside_the_interval(paper, side):
+    verdict = judge_contains(paper, Estimate(0.45, 0.3, 0.6))
+    assert verdict.verdict == report.NOT_REPRODUCED
+    assert side in verdict.reason and "[0.3, 0.6]" in verdict.reason
+
+
+def test_contains_near_chance_interval_is_not_reproduced():
+    verdict = judge_contains(0.54, Estimate(0.44, 0.29, 0.63), chance=0.454)
+    assert verdict.verdict == report.NOT_REPRODUCED
+    assert "chance" in verdict.reason
+
+
+def test_contains_without_a_number_or_an_interval_is_not_comparable():
+    assert judge_contains(None, Estimate(0.5, 0.4, 0.6)).verdict == report.NOT_COMPARABLE
+    assert judge_contains(0.5, Estimate(0.5)).verdict == report.NOT_COMPARABLE
+
+
+def test_at_least_uses_the_upper_end_or_the_point_value():
+    assert judge_at_least(0.95, Estimate(0.9, 0.8, 0.96)).verdict == report.REPRODUCED
+    assert judge_at_least(0.95, Estimate(0.9, 0.8, 0.94)).verdict == report.NOT_REPRODUCED
+    assert judge_at_least(0.95, Estimate(0.97)).verdict == report.REPRODUCED
+    assert judge_at_least(0.95, Estimate(0.0)).verdict == report.NOT_REPRODUCED
+
+
+def test_greater_direction_rules():
+    high, low = Estimate(0.8, 0.7, 0.9), Estimate(0.4, 0.3, 0.5)
+    overlapping = Estimate(0.65, 0.5, 0.8)
+    assert judge_greater(high, low).verdict == report.REPRODUCED
+    assert judge_greater(overlapping, low).verdict == report.DIRECTION_ONLY
+    assert judge_greater(low, high).verdict == report.NOT_REPRODUCED
+    assert judge_greater(low, low).verdict == report.NOT_REPRODUCED
+    assert judge_greater(Estimate(0.7), Estimate(0.6)).verdict == report.DIRECTION_ONLY
+    assert "intervals overlap" in judge_greater(overlapping, low, "AFL", "single").reason
+
+
+def test_above_and_no_amplification():
+    assert judge_above(Estimate(0.5, 0.2, 0.8), 0.0).verdict == report.REPRODUCED
+    assert judge_above(Estimate(0.5, -0.1, 0.8), 0.0).verdict == report.DIRECTION_ONLY
+    assert judge_above(Estimate(0.0), 0.0).verdict == report.NOT_REPRODUCED
+    assert judge_no_amplification(-0.02, False).verdict == report.REPRODUCED
+    assert judge_no_amplification(0.0, False).verdict == report.NOT_COMPARABLE
+    assert judge_no_amplification(0.2, True).verdict == report.NOT_REPRODUCED
+
+
+def test_estimate_from_recorded_values():
+    assert Estimate.from_value([0.1, 0.0, 0.2]) == Estimate(0.1, 0.0, 0.2)
+    assert Estimate.from_value(3) == Estimate(3.0)
+    assert "[0.0000, 0.2000]" in Estimate(0.1, 0.0, 0.2).text()
+    for bad in (True, "x", [1, 2], {"a": 1}):
+        with pytest.raises(ValueError):
+            Estimate.from_value(bad)
+
+
+# --------------------------------------------------------------------------------------------
+# The claims are well formed against the real paper numbers and notebook sources
+# --------------------------------------------------------------------------------------------
+
+
+def test_claims_are_well_formed():
+    ids = [c.id for c in CLAIMS]
+    assert len(ids) == len(set(ids)), "claim ids must be unique"
+    for claim in CLAIMS:
+        assert claim.notebook in NOTEBOOKS, claim.id
+        assert (ROOT / "notebooks" / f"{claim.notebook}.ipynb").is_file(), claim.id
+        assert claim.rule in RULES, claim.id
+        if claim.rule == "greater":
+            assert claim.versus is not None, claim.id
+        if claim.paper is None:
+            assert claim.no_paper, f"{claim.id}: say why there is no paper number"
+    papers = set(NOTEBOOKS) - {report.CROSS_PAPER}  # 06 has its own section, no paper claim
+    assert {c.notebook for c in CLAIMS} == papers, "every paper notebook has a claim"
+
+
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.paper is not None], ids=lambda c: c.id)
+def test_every_paper_reference_resolves(claim):
+    from recagents import paper_numbers
+
+    ref = claim.paper
+    assert ref.table in paper_numbers.card_ids()
+    frame = paper_numbers.table(ref.table)
+    for row in (ref.row, ref.versus_row):
+        if row:
+            mask = (frame[list(row)] == list(row.values())).all(axis=1)
+            assert mask.sum() == 1, f"{claim.id}: {row} matches {mask.sum()} rows"
+    for column in (ref.column, ref.versus_column):
+        if column:
+            assert column in frame.columns, f"{claim.id}: no column {column!r}"
+    value = paper_value(ref)
+    assert value.text and value.tag and value.source
+    if claim.rule in ("contains", "at_least"):
+        assert value.number is not None, f"{claim.id}: the paper cell must hold one number"
+
+
+def test_percent_tables_are_scaled():
+    claim = next(c for c in CLAIMS if c.id == "ira-one-turn-recall")
+    assert paper_value(claim.paper).number == pytest.approx(0.5202)
+
+
+def _sources(stem: str) -> tuple[str, str]:
+    nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    record_cells = [c.source for c in nb.cells if c.cell_type == "code" and "record(" in c.source]
+    assert record_cells, f"{stem} has no record cell"
+    return record_cells[-1], "\n".join(c.source for c in nb.cells)
+
+
+PACKAGE_SOURCE = "\n".join(p.read_text() for p in sorted((ROOT / "recagents").rglob("*.py")))
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+def test_every_record_key_appears_in_the_notebook_source(claim):
+    """The record cell writes the key's first segment (as an f-string prefix, or a literal in
+    the loop that builds the key); the rest comes from the notebook or the package code that
+    names methods and metrics (dynamic keys are f-strings)."""
+    record_cell, notebook = _sources(claim.notebook)
+    refs = [claim.ours, claim.versus, claim.chance]
+    for ref in (r for r in refs if r is not None):
+        head, *rest = ref.key.split("/")
+        written = f'f"{head}/' in record_cell or f'"{head}"' in record_cell
+        assert written, f"{claim.id}: {head!r} is not written by the record cell"
+        for segment in rest:
+            quoted = f'"{segment}"' in PACKAGE_SOURCE or f"'{segment}'" in PACKAGE_SOURCE
+            assert segment in notebook or quoted, f"{claim.id}: {segment!r} of {ref.key!r}"
+        for name in re.findall(r"\{(\w+)\}", ref.key):
+            assert f'record("{name}"' in record_cell, f"{claim.id}: placeholder {name}"
+        if ref.field:
+            assert f'"{ref.field}"' in record_cell, f"{claim.id}: field {ref.field!r}"
+    for name in claim.context:
+        assert f'record("{name}"' in record_cell, f"{claim.id}: context {name}"
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluating a build folder
+# --------------------------------------------------------------------------------------------
+
+
+def test_missing_notebooks_are_reported_as_not_run(tmp_path):
+    build = tmp_path / "build"
+    build.mkdir()
+    text = build_reproduction(build, "default", now=NOW)
+    _, outcomes = evaluate_claims(build)
+    assert {o.verdict for o in outcomes} == {report.NOT_RUN}
+    for stem in NOTEBOOKS:
+        assert f"{build / stem}.ipynb does not exist" in text
+    assert "2030-01-02 03:04 UTC" in text and "**default**" in text
+
+
+def test_markdown_names_the_source_the_model_and_the_verdict(tmp_path):
+    build = tmp_path / "build"
+    write_executed(build / "04_interecagent.ipynb", _ira_records([0.8, 0.7, 0.9]), "04 · IRA")
+    text = build_reproduction(build, "default", now=NOW)
+    outcomes = _outcomes_by_id(build)
+
+    assert outcomes["ira-hit-fuzzy"].verdict == report.REPRODUCED  # 0.85 in [0.7, 0.9]
+    assert outcomes["ira-vs-llm-only"].verdict == report.REPRODUCED  # [0.7, 0.9] > [0.1, 0.3]
+    assert outcomes["ira-one-turn-recall"].verdict == report.REPRODUCED  # 0.5202 in [0.4, 0.6]
+    assert outcomes["ira-ablation-reflection"].verdict == report.DIRECTION_ONLY  # overlap
+    assert outcomes["ira-one-turn-ndcg-pop"].model == "no LLM"
+    assert outcomes["agentcf-br-ndcg10"].verdict == report.NOT_RUN
+
+    assert "`my-model`" in text and "(my-model, default)" in text
+    assert "InteRecAgent (arXiv 2308.16505)" in text  # the table's source line
+    assert "`IRA-T-multiturn`" in text and "[paper-copy]" in text
+    assert "0.8000 [0.7000, 0.9000]" in text
+    assert "### 04 · IRA" in text  # the title comes from the notebook's first heading
+    assert "Hits are judged by item id" in text  # the notebook's deviations
+    summary = text.split("## Summary", 1)[1].split("## Across the papers", 1)[0]
+    assert summary.count("\n| ") == len(CLAIMS) + 1  # header + one row per claim
+
+
+def test_embedded_model_near_chance_is_not_reproduced_with_the_reason(tmp_path):
+    build = tmp_path / "build"
+    records = _ira_records([0.0, 0.0, 0.0], model=report._embedded_model())
+    write_executed(build / "04_interecagent.ipynb", records)
+    outcome = _outcomes_by_id(build)["ira-hit-fuzzy"]
+    assert outcome.verdict == report.NOT_REPRODUCED
+    assert "above our interval" in outcome.reason and "near chance" in outcome.reason
+
+
+def test_a_value_the_profile_did_not_record_is_not_run(tmp_path):
+    build = tmp_path / "build"
+    write_executed(
+        build / "01_agentcf.ipynb",
+        {"profile": "smoke", "model": "m", "ndcg@10/dense/AgentCF B+R": [0.5, 0.4, 0.6]},
+    )
+    outcomes = _outcomes_by_id(build)
+    sparse = outcomes["agentcf-bh-sparse-ndcg10"]
+    assert sparse.verdict == report.NOT_RUN
+    assert "has no record 'ndcg@10/sparse/AgentCF B+H'" in sparse.reason
+    # without the Random record the chance guard is skipped, and said so
+    assert outcomes["agentcf-br-ndcg10"].verdict == report.REPRODUCED
+    assert "no random baseline recorded" in outcomes["agentcf-br-ndcg10"].ours
+    text = build_reproduction(build, "default", now=NOW)
+    assert "smoke (≠ default)" in text
+
+
+def test_placeholders_in_keys_come_from_other_records(tmp_path):
+    build = tmp_path / "build"
+    records = {
+        "model": "m",
+        "max_rounds": 4,
+        "hr1/AFL (4 rounds)": [0.5, 0.4, 0.6],
+        "hr1/Rec Agent (1 round)": [0.2, 0.1, 0.3],
+        "bias/popularity percentile": {"diff": -0.01, "amplifies": False},
+        "bias/mean position": {"diff": 0.0, "amplifies": False},
+    }
+    write_executed(build / "03_afl.ipynb", records)
+    outcomes = _outcomes_by_id(build)
+    assert outcomes["afl-loop-vs-single-hr1"].verdict == report.REPRODUCED
+    assert outcomes["afl-hr1-movielens"].verdict == report.REPRODUCED  # 0.4316 in [0.4, 0.6]
+    assert outcomes["afl-bias-popularity"].verdict == report.REPRODUCED
+    assert outcomes["afl-bias-position"].verdict == report.NOT_COMPARABLE
+    assert outcomes["afl-user-sim-f1"].verdict == report.NOT_RUN
+
+
+def test_a_paper_without_numbers_is_not_comparable_but_our_result_is_shown(tmp_path):
+    build = tmp_path / "build"
+    records = {
+        "model": "m",
+        "stages/template/1/pref_share": [0.4, 0.3, 0.5],
+        "stages/template/2/pref_share": [0.8, 0.7, 0.9],
+    }
+    write_executed(build / "05_rec4agentverse.ipynb", records)
+    outcome = _outcomes_by_id(build)["r4a-stage2-taste-template"]
+    assert outcome.verdict == report.NOT_COMPARABLE
+    assert outcome.reason.startswith(report.PERSPECTIVE) and "shown" in outcome.reason
+
+
+def test_a_failed_or_unreadable_notebook_is_said_so(tmp_path):
+    build = tmp_path / "build"
+    write_executed(build / "02_agent4rec.ipynb", {"profile": "default"}, exception=True)
+    (build / "03_afl.ipynb").write_text("{not json")
+    runs, outcomes = evaluate_claims(build)
+    assert runs["02_agent4rec"].status == "failed"
+    assert runs["03_afl"].status == "unreadable"
+    by_id = {o.claim.id: o for o in outcomes}
+    assert by_id["a4r-taste-f1-1-1"].verdict == report.NOT_RUN
+    assert "stopped with an error" in by_id["a4r-taste-f1-1-1"].reason
+    assert by_id["afl-hr1-movielens"].verdict == report.NOT_RUN
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+# --------------------------------------------------------------------------------------------
+
+
+def _cross_paper_records() -> dict[str, Any]:
+    """What notebook 06's last cell records, for two methods and a reference."""
+    paired = {"diff": -0.2, "diff_low": -0.35, "diff_high": -0.05, "p_value": 0.01}
+    return {
+        "profile": "default",
+        "dataset": "ml-100k",
+        "model": "my-model",
+        "n_users": 10,
+        "methods": ["SASRec", "Zero-shot LLM"],
+        "ndcg@10/SASRec": [0.6, 0.5, 0.7],
+        "ndcg@10/Zero-shot LLM": [0.4, 0.3, 0.5],
+        "hr@1/SASRec": [0.3, 0.1, 0.5],
+        "hr@1/Zero-shot LLM": [0.1, 0.0, 0.3],
+        "paired/ndcg@10/Zero-shot LLM": paired | {"reference": "SASRec"},
+        "popularity/SASRec": {"k": 5, "avg_pop": 120.0, "pop_ratio": 1.5},
+        "popularity/Zero-shot LLM": {"k": 5, "avg_pop": 80.0, "pop_ratio": 1.0},
+        "position/Zero-shot LLM/reversed": {"kendall_tau": -0.72, "top1_changed": 1.0},
+        "failures": {"SASRec": 0, "Zero-shot LLM": 1},
+        "cost/SASRec": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0},
+        "cost/Zero-shot LLM": {
+            "calls": 1.0,
+            "prompt_tokens": 812.0,
+            "completion_tokens": 60.0,
+            "usd": 0.000158,
+        },
+        "price_model": "gpt-4o-mini",
+    }
+
+
+def test_cross_paper_section_reads_every_column_from_the_records(tmp_path):
+    build = tmp_path / "build"
+    write_executed(build / "06_cross_paper.ipynb", _cross_paper_records(), "06 · Across")
+    text = build_reproduction(build, "default", now=NOW)
+    section = text.split("## Across the papers", 1)[1].split("## Per notebook", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert len(rows) == 3  # header + one row per method
+    assert "vs SASRec" in rows[0] and "`gpt-4o-mini`" in section and "10 users" in section
+    llm = rows[2]
+    assert "0.400 [0.300, 0.500]" in llm and "0.100 [0.000, 0.300]" in llm
+    assert "-0.200 [-0.350, -0.050], p = 0.010" in llm
+    assert (
+        "| -0.72 |" in llm and "| 812 |" in llm and "| 0.00016 |" in llm and llm.endswith("| 1 |")
+    )
+    assert "| — |" in rows[1]  # the reference has no paired test and no position probe
+    assert "### 06 · Across" in text and "One ml-100k protocol for every method" in text
+
+
+def test_cross_paper_section_says_when_the_notebook_did_not_run(tmp_path):
+    build = tmp_path / "build"
+    build.mkdir()
+    section = report.cross_paper_section(report.read_run(build / "06_cross_paper.ipynb"))
+    assert section[0] == "## Across the papers: one protocol"
+    assert "**not run**" in section[2] and "06_cross_paper.ipynb does not exist" in section[2]
+
+
+def test_cross_paper_record_keys_are_written_by_notebook_06():
+    source = (ROOT / "notebooks" / "06_cross_paper.ipynb").read_text(encoding="utf-8")
+    for key in ("paired/", "popularity/", "position/", "cost/", "price_model", "failures",
+                "methods", "n_users"):  # fmt: skip
+        assert key in source, key
+
+
+def test_render_html_writes_pages_and_an_index_of_notebooks_and_figures(tmp_path):
+    build, figures, out = tmp_path / "build", tmp_path / "figures", tmp_path / "html"
+    ran = write_executed(build / "01_tiny.ipynb", {"model": "m"}, title="01 · Tiny & <odd>")
+    missing = build / "02_missing.ipynb"
+    figures.mkdir()
+    (figures / "01_tiny_plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (figures / "notes.txt").write_text("not a figure")
+
+    index = render_html([ran, missing], figures, out)
+
+    assert index == out / "index.html"
+    page = (out / "01_tiny.html").read_text()
+    assert "<html" in page and "01 · Tiny" in page
+    text = index.read_text()
+    assert 'href="01_tiny.html"' in text and "01 · Tiny &amp; &lt;odd&gt;" in text
+    assert "02_missing.ipynb: not run" in text
+    assert 'href="figures/01_tiny_plot.png"' in text and 'src="figures/01_tiny_plot.png"' in text
+    assert (out / "figures" / "01_tiny_plot.png").is_file()
+    assert "notes.txt" not in text
+
+
+def test_render_html_without_a_figures_folder(tmp_path):
+    index = render_html([tmp_path / "00_x.ipynb"], tmp_path / "nope", tmp_path / "html")
+    text = index.read_text()
+    assert "No figures folder" in text and "00_x.ipynb: not run" in text
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def test_cli_writes_the_report_and_the_html(tmp_path, capsys):
+    build = tmp_path / "build"
+    write_executed(build / "04_interecagent.ipynb", _ira_records([0.8, 0.7, 0.9]))
+    out = tmp_path / "REPRODUCTION.md"
+    assert report.main(["reproduction", "--build", str(build), "--out", str(out)]) == 0
+    assert "profile **default**" in out.read_text()  # inferred from the records
+    html_dir = tmp_path / "html"
+    args = ["html", "--build", str(build), "--figures", str(tmp_path / "nofig")]
+    args += ["--out", str(html_dir), "--notebooks", str(ROOT / "notebooks")]
+    assert report.main(args) == 0
+    index = (html_dir / "index.html").read_text()
+    assert 'href="04_interecagent.html"' in index and "01_agentcf.ipynb: not run" in index
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_missing_build_folder_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        report.main(["reproduction", "--build", str(tmp_path / "nope"), "--out", "x.md"])
+    assert exit_info.value.code == 2
+    assert "build folder not found" in capsys.readouterr().err
+
+
+def test_import_has_no_side_effects():
+    """Neither nbconvert nor the tables (and jsonschema, which validates them) load on import."""
+    code = (
+        "import sys, recagents.report; from recagents.report import loading; "
+        "print('nbconvert' in sys.modules, 'jsonschema' in sys.modules, "
+        "loading.load_claims.cache_info().currsize)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "False False 0"
+
+
+def test_python_m_recagents_report_runs_the_command_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "recagents.report", "reproduction", "--build", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "build folder not found" in result.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# The tables are JSON package data, validated on load
+# --------------------------------------------------------------------------------------------
+
+
+def test_packaged_tables_match_their_schemas():
+    import jsonschema
+
+    for schema in (loading.CLAIMS_SCHEMA, loading.NOTEBOOKS_SCHEMA, loading.VERDICT_RULES_SCHEMA):
+        jsonschema.Draft202012Validator.check_schema(schema)
+    assert loading.resource("claims.json").is_file()
+    assert report.CLAIMS is loading.load_claims() and len(CLAIMS) > 30
+    assert list(NOTEBOOKS) == sorted(NOTEBOOKS) and NOTEBOOKS["01_agentcf"].deviations
+    assert set(loading.CLAIM_RULES) <= set(report.VERDICT_RULES)
+    assert {c.rule for c in CLAIMS} <= set(loading.CLAIM_RULES)
+
+
+def _claims_file(tmp_path: Path, change) -> Path:
+    """The packaged claims.json with ``change(data)`` applied, written to ``tmp_path``."""
+    data = json.loads(loading.resource("claims.json").read_text(encoding="utf-8"))
+    change(data)
+    path = tmp_path / "claims.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_packaged_claims_round_trip(tmp_path):
+    assert loading.load_claims(_claims_file(tmp_path, lambda data: None)) == CLAIMS
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (lambda d: d["claims"][3]["ours"].pop("key"), "claims[3].ours.key", "missing"),
+        (lambda d: d["claims"][2].pop("paper"), "claims[2].paper", "missing"),
+        (lambda d: d["claims"][5].update(context="n_users"), "claims[5].context", "not of type"),
+        (lambda d: d["claims"][0].update(llm="no"), "claims[0].llm", "not of type 'boolean'"),
+        (lambda d: d["claims"][4].update(rule="beats"), "claims[4].rule", "is not one of"),
+        (lambda d: d["claims"][6]["paper"].update(colum="x"), "claims[6].paper", "colum"),
+        (lambda d: d["claims"][0].pop("versus"), "claims[0].versus", "missing"),
+        (lambda d: d["claims"][0].pop("no_paper"), "claims[0].no_paper", "missing"),
+    ],
+    ids=["missing", "missing-paper", "list", "bool", "rule", "unknown", "versus", "no-paper"],
+)
+def test_a_bad_claims_file_names_the_file_and_the_field(tmp_path, change, field, problem):
+    path = _claims_file(tmp_path, change)
+    with pytest.raises(loading.ResourceError) as error:
+        loading.load_claims(path)
+    message = str(error.value)
+    assert str(path) in message
+    assert any(line.strip().startswith(f"{field}:") and problem in line for line in
+               message.splitlines()), message  # fmt: skip
+
+
+def test_duplicate_claim_ids_and_broken_json_are_clear_errors(tmp_path):
+    path = _claims_file(tmp_path, lambda d: d["claims"][1].update(id=d["claims"][0]["id"]))
+    with pytest.raises(loading.ResourceError, match=r"claims\[1\]\.id: .* claims\[0\]"):
+        loading.load_claims(path)
+    path.write_text('{"claims": [}', encoding="utf-8")
+    with pytest.raises(loading.ResourceError, match="not valid JSON at line 1, column 13"):
+        loading.load_claims(path)
+
+
+def test_bad_notebooks_and_verdict_rules_files_name_the_field(tmp_path):
+    notebooks = tmp_path / "notebooks.json"
+    notebooks.write_text(json.dumps({"notebooks": {"01_x": {"title": "t", "paper": "p"}}}))
+    with pytest.raises(loading.ResourceError, match=r"notebooks\.01_x\.deviations: missing"):
+        loading.load_notebooks(notebooks)
+    rules = tmp_path / "verdict_rules.json"
+    rules.write_text(json.dumps({"rules": {rule: "text" for rule in loading.CLAIM_RULES[1:]}}))
+    with pytest.raises(loading.ResourceError, match=r"rules\.contains: missing"):
+        loading.load_verdict_rules(rules)
+
+
+# --------------------------------------------------------------------------------------------
+# The real build folder, when a default-profile run exists
+# --------------------------------------------------------------------------------------------
+
+REAL = ROOT / "build" / "04_interecagent.ipynb"
+
+
+@pytest.mark.skipif(not REAL.is_file(), reason="build/04_interecagent.ipynb not executed")
+def test_report_on_the_real_interecagent_run():
+    records = read_records(REAL)
+    runs, outcomes = evaluate_claims(REAL.parent)
+    assert runs["04_interecagent"].status == "ran"
+    mine = [o for o in outcomes if o.claim.notebook == "04_interecagent"]
+    assert mine and all(o.verdict != report.NOT_RUN for o in mine), [o.reason for o in mine]
+    text = build_reproduction(REAL.parent, str(records.get("profile", "default")), now=NOW)
+    assert f"`{records['model']}`" in text
+    assert "IRA-T-multiturn" in text and "InteRecAgent (arXiv 2308.16505)" in text
