@@ -19,7 +19,7 @@ import pandas as pd
 from recagents.llm.cache import PRICES
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
 
-__all__ = ["CALL_COLUMNS", "RunLog", "ask", "cost_table"]
+__all__ = ["CALL_COLUMNS", "RunLog", "ask", "ask_each", "cost_table"]
 
 #: The columns of :meth:`RunLog.calls_frame`.
 CALL_COLUMNS = (
@@ -103,6 +103,46 @@ def ask(
     results = client.map(requests, progress=progress, desc=desc or kind.replace("_", " "))
     log.add_calls(phase, kind, results)
     return results
+
+
+def ask_each(
+    client: LLMClient,
+    log: RunLog,
+    phase: str,
+    kind: str,
+    tags: Sequence[str],
+    messages: Sequence[list[dict[str, str]]],
+    schema: dict[str, Any] | Sequence[dict[str, Any]],
+    *,
+    temperature: float,
+    max_tokens: int,
+    seed: int | None = 0,
+    desc: str | None = None,
+    progress: bool = True,
+) -> list[ChatResult]:
+    """One structured request per agent (``tags[i]`` asks ``messages[i]``), run as one batch.
+
+    The request every paper's agents send: the same sampling for the whole batch, one
+    schema for all (or one per request), the agent's id as the request's tag.
+
+    Returns:
+        One result per request, in order (empty when there is nothing to ask).
+    """
+    schemas = [schema] * len(messages) if isinstance(schema, dict) else list(schema)
+    requests = [
+        ChatRequest(
+            messages=m,
+            schema=s,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            tag=tag,
+        )
+        for tag, m, s in zip(tags, messages, schemas, strict=True)
+    ]
+    if not requests:
+        return []
+    return ask(client, log, phase, kind, requests, desc=desc, progress=progress)
 
 
 def cost_table(calls: pd.DataFrame, price_model: str = "gpt-3.5-turbo") -> pd.DataFrame:

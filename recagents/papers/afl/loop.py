@@ -16,8 +16,8 @@ import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import POSITION
-from recagents.llm.client import ChatRequest, ChatResult, LLMClient
-from recagents.llm.runlog import RunLog, ask
+from recagents.llm.client import ChatResult, LLMClient
+from recagents.llm.runlog import RunLog, ask_each
 from recagents.papers.afl.config import ROUND, AFLConfig
 from recagents.papers.afl.prompts import (
     RoundMemory,
@@ -68,17 +68,18 @@ def _ask(
     desc: str,
 ) -> list[ChatResult]:
     """One structured request per user, run concurrently and accounted in the log."""
-    requests = [
-        ChatRequest(
-            messages=m,
-            schema=schema,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            tag=user,
-        )
-        for user, m in zip(users, messages, strict=True)
-    ]
-    return ask(client, log, phase, kind, requests, desc=desc)
+    return ask_each(
+        client,
+        log,
+        phase,
+        kind,
+        users,
+        messages,
+        schema,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        desc=desc,
+    )
 
 
 def feedback_loop(

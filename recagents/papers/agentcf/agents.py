@@ -20,7 +20,7 @@ from recagents.columns import GENRES, ITEM, TITLE, USER
 from recagents.data import Dataset
 from recagents.data import readable_title as _readable_title
 from recagents.llm.client import ChatRequest, LLMClient, get_client
-from recagents.llm.runlog import RunLog
+from recagents.llm.runlog import RunLog, ask_each
 from recagents.papers.agentcf.config import (
     ABLATIONS,
     BATCH,
@@ -396,19 +396,18 @@ def _reflection_texts(outcome: dict[str, Any], user_text: str) -> tuple:
 
 def _ask(client, log, phase, kind, outcomes, messages, schema, max_tokens, config) -> list:
     """One reflection request per outcome, run concurrently, accounted in the log."""
-    requests = [
-        ChatRequest(
-            messages=m,
-            schema=schema,
-            temperature=config.temperature,
-            max_tokens=max_tokens,
-            tag=o[USER],
-        )
-        for o, m in zip(outcomes, messages, strict=True)
-    ]
-    results = client.map(requests, progress=False, desc=kind.replace("_", " "))
-    log.add_calls(phase, kind, results)
-    return results
+    return ask_each(
+        client,
+        log,
+        phase,
+        kind,
+        [o[USER] for o in outcomes],
+        messages,
+        schema,
+        temperature=config.temperature,
+        max_tokens=max_tokens,
+        progress=False,
+    )
 
 
 def _reflect_users(state, outcomes, config, client, log, phase, context) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from recagents.columns import USER
-from recagents.llm.client import ChatRequest, ChatResult, LLMClient
-from recagents.llm.runlog import RunLog, ask
+from recagents.llm.client import ChatResult, LLMClient
+from recagents.llm.runlog import RunLog, ask_each
 from recagents.papers.rec4agentverse.catalogue import Catalogue
 from recagents.papers.rec4agentverse.config import _KEY_GROUP, SENSITIVE_FIELDS, Rec4AConfig
 from recagents.papers.rec4agentverse.prompts import (
@@ -178,20 +178,19 @@ def _ask(
     desc: str,
 ) -> list[ChatResult]:
     """One structured request per session, in one ``client.map``, accounted in the log."""
-    if not messages:
-        return []
-    requests = [
-        ChatRequest(
-            messages=m,
-            schema=schema,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            seed=config.seed,
-            tag=tag,
-        )
-        for tag, m, schema in zip(tags, messages, schemas, strict=True)
-    ]
-    return ask(client, log, phase, kind, requests, desc=desc)
+    return ask_each(
+        client,
+        log,
+        phase,
+        kind,
+        tags,
+        messages,
+        schemas,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        seed=config.seed,
+        desc=desc,
+    )
 
 
 def _route(
