@@ -94,16 +94,27 @@ CACHE_VERSION = 2
 
 
 class BaselineError(ValueError):
-    """A baseline that cannot be trained or scored as asked, with the reason."""
+    """A baseline that cannot be trained or scored as asked, with the reason.
+
+    Taught in: not shown in a notebook (used by recagents.baselines.Baseline.sequence_scores
+        and 7 more).
+    """
 
 
 class CacheLockTimeout(TimeoutError):
-    """A cache entry stayed locked by another process past the lock timeout; names the holder."""
+    """A cache entry stayed locked by another process past the lock timeout; names the holder.
+
+    Taught in: not shown in a notebook (used by recagents.baselines.cache_lock).
+    """
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Training settings shared by all RecBole baselines.
+
+    Taught in: notebook 00, section 0 "Setup"; notebook 01, section 0 "Setup";
+        notebook 02, section 0 "Setup"; notebook 03, section 0 "Setup";
+        notebook 04, section 0 "Setup"; notebook 06, section 0 "Setup".
 
     Attributes:
         epochs: Most training epochs (early stopping usually ends sooner).
@@ -174,6 +185,8 @@ def cache_lock(path: Path, timeout: float | None = None) -> Iterator[None]:
     the same files at once; released when the process ends, whatever happens. While held,
     ``<path>.lock.holder`` records the holder's pid, host and start time, for the error
     of a process that gives up waiting.
+
+    Taught in: not shown in a notebook (used by recagents.baselines.train_baseline).
 
     Args:
         path: The cache entry (file or folder).
@@ -261,6 +274,8 @@ def write_benchmark_files(split: Split, folder: Path, max_seq_len: int | None) -
     For sequential models (``max_seq_len`` set) every row also carries
     ``item_id_list``: the user's previous items (at most ``max_seq_len``), so RecBole
     trains on each training prefix and evaluates valid/test on the full past.
+
+    Taught in: not shown in a notebook (used by recagents.baselines.train_baseline).
     """
     _check_tokens(split)
     data_dir = folder / "data"
@@ -338,6 +353,8 @@ def _recbole_config(
 @dataclass
 class Baseline:
     """A trained RecBole model that scores candidates and recommends, by our ids.
+
+    Taught in: not shown in a notebook (used by recagents.baselines.train_baseline).
 
     Attributes:
         name: The RecBole model name.
@@ -626,6 +643,12 @@ def train_baseline(
 ) -> Baseline:
     """Train (or load from the cache) one RecBole model on ``split``.
 
+    Taught in: notebook 00, section 4 "Training the baselines";
+        notebook 01, section 5 "Ranking 1 + 9 candidates";
+        notebook 03, section 2 "The tool: SASRec";
+        notebook 04, section 1 "The item table and the split";
+        notebook 06, section 2 "Every method on the same candidates".
+
     Args:
         model: One of :data:`MODELS`.
         split: The split from :mod:`recagents.data`; valid drives early stopping.
@@ -812,7 +835,11 @@ def _fit_pop(network: Any, train_dataset: Any) -> dict[str, Any]:
 
 
 def random_scores(candidates: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """The Random baseline: uniform scores, seeded; ranks a candidate frame by chance."""
+    """The Random baseline: uniform scores, seeded; ranks a candidate frame by chance.
+
+    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
+        notebook 01, section 5 "Ranking 1 + 9 candidates".
+    """
     rng = np.random.default_rng(seed)
     frame = candidates[[USER, ITEM]].copy()
     frame[SCORE] = rng.random(len(frame))

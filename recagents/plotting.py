@@ -58,6 +58,8 @@ def set_theme() -> None:
 
     A white-grid style, a colour-blind-safe palette and readable font sizes. Calling it more
     than once yields the same state (it resets to the same theme, it does not stack changes).
+
+    Taught in: not shown in a notebook (used by recagents.notebook.setup).
     """
     import seaborn as sns
 
@@ -88,6 +90,8 @@ def figures_dir() -> Path:
     at the repository root, found by walking up from the current working directory to the
     first directory holding a ``pyproject.toml`` (notebooks run with cwd ``notebooks/``);
     else ``./figures``.
+
+    Taught in: not shown in a notebook (used by recagents.plotting.savefig).
 
     Returns:
         The (existing) figures directory.
@@ -121,6 +125,12 @@ def savefig(fig: Figure, name: str, dpi: int = 150) -> Path:
     is tight, so saving the same figure again writes identical bytes. Setting the environment
     variable ``RECAGENTS_SAVEFIG=0`` skips writing (useful for smoke runs).
 
+    Taught in: notebook 00, section 1 "The data"; notebook 01, section 5 "Ranking 1 + 9 candidates";
+        notebook 02, section 3 "Comparing five recommenders (Table 2)";
+        notebook 03, section 3 "The loop (Table 4, and the round-limit curve)";
+        notebook 04, section 4 "One-turn retrieval and ranking (Table 5)";
+        notebook 05, section 4 "Stage comparison"; notebook 06, section 3 "The leaderboard".
+
     Args:
         fig: The matplotlib figure to save.
         name: File stem without directory or extension, e.g. ``"00_rating_distribution"``.
@@ -151,6 +161,8 @@ def dataset_overview(dataset: Dataset) -> Figure:
     """Four panels: rating distribution, item popularity long tail, genres, user activity.
 
     Panels whose data the dataset lacks (no ratings, no genres) say so instead of failing.
+
+    Taught in: notebook 00, section 1 "The data".
     """
     import matplotlib.pyplot as plt
     import numpy as np
@@ -205,6 +217,14 @@ def interval_plot(
 
     ``summary`` needs columns ``y``, ``mean``, ``low`` and ``high`` (as from
     :func:`recagents.metrics.summarize`), and optionally ``hue`` for groups side by side.
+
+    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
+        notebook 01, section 5 "Ranking 1 + 9 candidates";
+        notebook 02, section 3 "Comparing five recommenders (Table 2)";
+        notebook 03, section 6 "User simulation (Table 5)";
+        notebook 04, section 4 "One-turn retrieval and ranking (Table 5)";
+        notebook 05, section 6 "Manipulation: an agent item that lobbies the recommender";
+        notebook 06, section 3 "The leaderboard".
     """
     import matplotlib.pyplot as plt
     import numpy as np
@@ -231,7 +251,10 @@ def interval_plot(
 
 
 def curves_plot(curves: dict[str, list[float]], title: str = "", ylabel: str = "") -> Figure:
-    """One line per named curve over epochs (e.g. validation NDCG@10 while training)."""
+    """One line per named curve over epochs (e.g. validation NDCG@10 while training).
+
+    Taught in: notebook 00, section 4 "Training the baselines".
+    """
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))

@@ -36,6 +36,10 @@ def ranking_schema(n: int) -> dict[str, Any]:
     """A ranking of ``n`` numbered candidates: exactly ``n`` numbers from 1 to ``n``.
 
     Backends cannot enforce "each number once"; :func:`parse_ranking` checks and repairs.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.agentcf.evaluate.rank_candidates and
+        recagents.papers.interecagent.evaluate.one_turn_ranking).
     """
     return {
         "type": "object",
@@ -54,6 +58,8 @@ def ranking_schema(n: int) -> dict[str, Any]:
 @dataclass(frozen=True)
 class RankingParse:
     """A ranking reply checked against the candidates, and how it was repaired.
+
+    Taught in: not shown in a notebook (used by recagents.protocol.parse_ranking).
 
     Attributes:
         order: The valid candidate indices (0-based) in the order given, duplicates dropped.
@@ -76,6 +82,10 @@ def parse_ranking(data: Any, n: int) -> RankingParse:
     The repair policy: duplicates keep their first position, entries that are not a
     candidate number are dropped, and candidates left out are reported as ``missing``
     (:func:`ranking_frame` places them after every ranked one, in random order).
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.agentcf.evaluate.rank_candidates and
+        recagents.papers.interecagent.evaluate.one_turn_ranking).
     """
     raw = data.get("ranking") if isinstance(data, dict) else None
     if not isinstance(raw, list):
@@ -118,6 +128,8 @@ def ranking_frame(
       the positive out costs what a random placement among the rest would;
     - ``faithful`` (the official code): scored -10000 and tied with every item outside the
       list, i.e. ranked beyond any cut-off (:data:`FAITHFUL_MISSING_RANK`).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
     """
     n = len(items)
     rank = np.zeros(n, dtype=np.int64)

@@ -67,6 +67,8 @@ def run_baseline(
     the candidates with :meth:`~recagents.baselines.Baseline.score` (ties broken by a seeded
     shuffle). Wall time includes training (zero-ish when the weights come from the cache).
 
+    Taught in: notebook 06, section 2 "Every method on the same candidates".
+
     Args:
         protocol: The shared protocol.
         model: ``"Random"`` or one of :data:`recagents.baselines.MODELS`.
@@ -101,6 +103,9 @@ def agentcf_subset(protocol: Protocol, n_targets: int = 5) -> agentcf.Subset:
     :func:`recagents.papers.agentcf.make_subset` over every eligible user, kept to the protocol's
     users, so each user's test item is the split's test item (both use
     :func:`recagents.data.chronological_order`) and the shared candidates apply unchanged.
+
+    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_agentcf and
+        recagents.compare.adapters.run_llm_ranker).
 
     Raises:
         DatasetError: A protocol user has fewer than ``n_targets + 3`` interactions, or the
@@ -146,6 +151,8 @@ def run_llm_ranker(
     prompt :func:`recagents.papers.agentcf.llmrank_messages`); replies are checked with
     :func:`recagents.protocol.parse_ranking` and completed by the ``repaired`` scorer. An
     unusable reply is ``failed`` in :attr:`MethodRun.status` and its user ranked at random.
+
+    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         protocol: The shared protocol.
@@ -196,6 +203,8 @@ def run_agentcf(
     ``train_steps`` only the first steps are trained (a documented deviation that saves
     calls; ``None`` trains every target, as the paper). ``train_steps=0`` skips training
     (the untrained agents rank: a cheap smoke setting, not AgentCF).
+
+    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         protocol: The shared protocol.
@@ -267,6 +276,8 @@ def afl_frame(rounds: pd.DataFrame, scored: pd.DataFrame, limit: int) -> pd.Data
     items last, ties by display position). A dialogue without a usable proposal is ranked
     by the tool model alone.
 
+    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_afl).
+
     Args:
         rounds: :func:`recagents.papers.afl.feedback_loop` output.
         scored: ``[user_id, item_id, position, score]`` (:func:`recagents.papers.afl.tool_scores`).
@@ -315,6 +326,8 @@ def run_afl(
     the single agent, whose calls are its round-1 proposals only). The frame is
     :func:`afl_frame`. A failed proposal is ``failed`` in the status (ranked by the tool
     model) and counted.
+
+    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         protocol: The shared protocol (``1 + n_negatives`` must equal ``n_candidates``).
@@ -372,6 +385,8 @@ def target_rank_frame(
     non-target items is *not* the method's. A user whose rank is ``None`` (nothing usable)
     gets the target at a seeded uniformly random rank, as a random placement would.
 
+    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_interecagent).
+
     Args:
         candidates: ``[user_id, item_id, label, position]``.
         target_ranks: User -> 1-based rank of the target, or ``None``.
@@ -416,6 +431,8 @@ def run_interecagent(
     direct answer is ``failed``; a target left out is placed at random (``missing="random"``,
     not the paper's zero). Because the evaluation re-reads the saved candidates in their
     saved order, :func:`position_sensitivity` cannot re-present them to this adapter.
+
+    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         protocol: The shared protocol.

@@ -36,6 +36,8 @@ def gini(counts: Sequence[float] | np.ndarray) -> float:
 
     With ``x`` sorted ascending over ``n`` items,
     ``G = sum_i (2i - n - 1) x_i / (n sum_i x_i)`` (``i = 1..n``); 0 for no exposure.
+
+    Taught in: not shown in a notebook (used by recagents.compare.bias._exposure).
     """
     x = np.sort(np.asarray(counts, dtype=float))
     n = len(x)
@@ -68,6 +70,8 @@ def popularity_bias(
     - ``gini``: :func:`gini` of how often each catalogue item appears in the top-``k`` lists.
 
     A ``Ground truth`` row gives the same numbers for the targets (one item per user).
+
+    Taught in: notebook 06, section 4 "Popularity bias".
 
     Args:
         frames: Method -> ``[user_id, item_id, score, rank]``.
@@ -112,6 +116,8 @@ def reorder_candidates(
 ) -> pd.DataFrame:
     """The same candidates with display positions given, reversed or shuffled per user.
 
+    Taught in: not shown in a notebook (used by recagents.compare.bias.position_sensitivity).
+
     Returns:
         ``candidates`` with new ``position`` values, sorted by user then position.
     """
@@ -154,6 +160,8 @@ def position_sensitivity(
     ranking is compared per user with the ranking under ``"given"``: Kendall's tau of the
     ranks (1: the same ranking), overlap@k (share of the top-k in common) and whether the
     top-1 item changed. An order-invariant ranker scores 1, 1, 0.
+
+    Taught in: notebook 06, section 5 "Position sensitivity".
 
     Args:
         rank_fn: The ranker.
@@ -215,6 +223,8 @@ def shared_rankers(
     shows the candidates in the order it is given to ``run_methods`` (through
     :meth:`Protocol.with_candidates`), runs the adapter once per distinct order for all
     ``methods`` together, and returns its own method's frame.
+
+    Taught in: notebook 06, section 5 "Position sensitivity".
 
     Args:
         run_methods: An adapter bound to its settings, e.g.

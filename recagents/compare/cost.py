@@ -45,6 +45,8 @@ def cost_per_user(
     those tokens at ``price_model``'s listed rate in :data:`recagents.llm.cache.PRICES`
     (an editable estimate). A method with no calls (a classic baseline) costs 0.
 
+    Taught in: notebook 06, section 6 "Cost".
+
     Args:
         calls_by_method: Method -> its calls frame (:meth:`RunLog.calls_frame`).
         n_users: Users each method ranked (one number for all, or per method).
@@ -98,6 +100,8 @@ def cost_scaling(
     :func:`shared_protocol` with ``n_negatives = n_candidates - 1`` and calls the adapters)
     and returns one :class:`MethodRun` per method; :func:`cost_per_user` costs each size.
 
+    Taught in: notebook 06, section 6 "Cost".
+
     Args:
         measure: Runs every method at one size.
         sizes: ``(n_users, n_candidates)`` pairs, e.g. 2-3 of them.
@@ -138,6 +142,8 @@ def scaling_runner(
 ) -> Callable[[int, int], dict[str, MethodRun]]:
     """A ``measure`` for :func:`cost_scaling`: a fresh protocol per size, then every adapter.
 
+    Taught in: notebook 06, section 6 "Cost".
+
     Args:
         dataset: The dataset.
         adapters: Name -> a function of a :class:`Protocol` returning one run (e.g.
@@ -166,6 +172,8 @@ def scaling_figure(
     value: Literal["total", "per_user"] = "total",
 ) -> Any:
     """How each cost grows with users (x axis) and candidates (line style), per method.
+
+    Taught in: notebook 06, section 6 "Cost".
 
     Args:
         frame: :func:`cost_scaling` output.

@@ -41,6 +41,9 @@ class RunLog:
 
     ``calls`` feed :func:`cost_table`; ``events`` are the teaching trace (every forward
     choice, and every memory before and after each reflection).
+
+    Taught in: notebook 03, section 0 "Setup"; notebook 04, section 0 "Setup";
+        notebook 05, section 0 "Setup".
     """
 
     calls: list[dict[str, Any]] = field(default_factory=list)
@@ -88,6 +91,8 @@ def ask(
 ) -> list[ChatResult]:
     """Run one batch of requests concurrently and account for it in ``log``.
 
+    Taught in: not shown in a notebook (used by recagents.llm.runlog.ask_each and 3 more).
+
     Args:
         client: The LLM client.
         log: Where the calls are recorded.
@@ -125,6 +130,8 @@ def ask_each(
     The request every paper's agents send: the same sampling for the whole batch, one
     schema for all (or one per request), the agent's id as the request's tag.
 
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop._ask and 2 more).
+
     Returns:
         One result per request, in order (empty when there is nothing to ask).
     """
@@ -151,6 +158,9 @@ def cost_table(calls: pd.DataFrame, price_model: str = "gpt-3.5-turbo") -> pd.Da
     Token counts and endpoint seconds are those stored with each reply in the cache, so a
     warm rerun reports what the cold run spent. The price is what the same tokens would
     cost at ``price_model``'s listed per-token rate (the paper used gpt-3.5-turbo).
+
+    Taught in: notebook 01, section 8 "Cost"; notebook 02, section 11 "Cost";
+        notebook 03, section 8 "Cost"; notebook 04, section 6 "Cost"; notebook 05, section 7 "Cost".
     """
     if calls.empty:
         return pd.DataFrame()

@@ -38,6 +38,8 @@ __all__ = [
 def chosen_items(samples: Sequence[Sample], methods: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """What each method chose per sample, with the display position, beside the truth.
 
+    Taught in: notebook 03, section 5 "Popularity and position bias".
+
     Args:
         samples: The recommendation samples.
         methods: Method name → ``[user_id, item_id]`` of its choice (``None`` = nothing).
@@ -61,6 +63,8 @@ def chosen_items(samples: Sequence[Sample], methods: dict[str, pd.DataFrame]) ->
 
 def bias_measures(chosen: pd.DataFrame, popularity: pd.Series, n_items: int) -> pd.DataFrame:
     """Add each chosen item's training popularity and its popularity percentile.
+
+    Taught in: notebook 03, section 5 "Popularity and position bias".
 
     Args:
         chosen: From :func:`chosen_items`.
@@ -91,6 +95,8 @@ def bias_tests(
     share of choices at position 1. "Amplifies" means the 95% interval of the difference
     lies entirely on the biased side (more popular; earlier positions).
 
+    Taught in: notebook 03, section 5 "Popularity and position bias".
+
     Returns:
         ``[measure, loop, single, diff, low, high, p_value, amplifies]``.
     """
@@ -120,7 +126,10 @@ def bias_tests(
 
 
 def bias_figure(measures: pd.DataFrame, n_candidates: int, title: str = "") -> Any:
-    """Two panels: popularity percentile of the chosen items, and their display positions."""
+    """Two panels: popularity percentile of the chosen items, and their display positions.
+
+    Taught in: notebook 03, section 5 "Popularity and position bias".
+    """
     import matplotlib.pyplot as plt
 
     methods = list(dict.fromkeys(measures["method"]))
@@ -153,6 +162,8 @@ def rounds_curve_figure(
     curve: pd.DataFrame, reference: dict[str, float] | None = None, n_candidates: int = 20
 ) -> Any:
     """HR@1 against the round limit, with intervals, and horizontal reference lines.
+
+    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
 
     Args:
         curve: ``[limit, mean, low, high]``.
@@ -191,7 +202,10 @@ def _without_candidates(prompt: str) -> str:
 
 
 def dialogue_trace(rounds: pd.DataFrame, user: str, titles: dict[str, str], width: int = 96) -> str:
-    """One dialogue round by round: the prompts (when kept), proposals, verdicts, reasons."""
+    """One dialogue round by round: the prompts (when kept), proposals, verdicts, reasons.
+
+    Taught in: notebook 03, section 7 "One dialogue, for teaching".
+    """
     rows = rounds[rounds[USER] == user].sort_values(ROUND)
     if rows.empty:
         raise KeyError(f"no dialogue for user {user!r}")

@@ -100,6 +100,8 @@ def feedback_loop(
     reply is unusable after the client's bounded re-asks (counted, never retried forever);
     a failed recommendation keeps the previous round's proposal as the prediction.
 
+    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
+
     Args:
         samples: The tasks.
         titles: Item id → the text shown in prompts.

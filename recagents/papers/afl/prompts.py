@@ -34,6 +34,8 @@ __all__ = [
 class RoundMemory:
     """One earlier round as the agents remember it.
 
+    Taught in: notebook 03, section 7 "One dialogue, for teaching".
+
     Attributes:
         round: 1-based round number.
         item: The recommended item's text.
@@ -78,6 +80,8 @@ def recommend_messages(
     round: the item, the agent's own reason and, with ``feedback_text``, the user's reason.
     What is stable for a sample (role, history, candidates) comes first, for the local
     server's prompt cache.
+
+    Taught in: notebook 03, section 7 "One dialogue, for teaching".
     """
     d = config.domain
     pick = "the number of one candidate" if not config.faithful_parsing else "the exact title"
@@ -116,7 +120,10 @@ def recommend_messages(
 
 
 def recommend_schema(n_candidates: int, config: AFLConfig) -> dict[str, Any]:
-    """The recommendation agent's reply: a reason, then a candidate number (or a title)."""
+    """The recommendation agent's reply: a reason, then a candidate number (or a title).
+
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
+    """
     reason = {"type": "string", "maxLength": config.reason_chars}
     choice: dict[str, Any] = (
         {"type": "string", "maxLength": 200}
@@ -143,6 +150,8 @@ def parse_recommendation(
     Default: ``choice`` must be an integer from 1 to ``len(candidates)``. With ``faithful``
     (the paper's parser): ``item`` must equal a candidate's text, ignoring case and runs of
     spaces; a decorated title (bold, quotes) is a miss, as in the paper's code.
+
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
     """
     if not isinstance(data, dict):
         return None, None
@@ -181,6 +190,8 @@ def user_loop_messages(
     With ``user_signal="hint"`` (the code) the agent is told the tool's pick and sees its
     focus list; with ``"score"`` (the paper's f_u) it sees the tool's raw score of the
     recommended item. With ``user_memory_in_loop`` it also sees the earlier rounds.
+
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
     """
     d = config.domain
     system = (
@@ -230,6 +241,9 @@ def judge_messages(
     model" with the paper's caveats). The AFL user agent (``dialogue`` given: step 1's
     candidates and rounds) also sees its earlier conversation with the recommendation agent.
     The judged item and its score come last, so one user's judgements share a prompt prefix.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.afl.user_simulation.simulate_users).
     """
     d = config.domain
     system = (
@@ -261,7 +275,11 @@ def judge_messages(
 
 
 def decision_schema(config: AFLConfig) -> dict[str, Any]:
-    """The user agent's reply: a reason, then yes or no."""
+    """The user agent's reply: a reason, then yes or no.
+
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop and
+        recagents.papers.afl.user_simulation.simulate_users).
+    """
     return {
         "type": "object",
         "properties": {
@@ -273,7 +291,11 @@ def decision_schema(config: AFLConfig) -> dict[str, Any]:
 
 
 def parse_decision(data: Any) -> tuple[bool | None, str | None]:
-    """``(accepted, reason)``; ``accepted`` is ``None`` unless the decision is yes or no."""
+    """``(accepted, reason)``; ``accepted`` is ``None`` unless the decision is yes or no.
+
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop and
+        recagents.papers.afl.user_simulation.simulate_users).
+    """
     if not isinstance(data, dict):
         return None, None
     reason = data.get("reason")

@@ -27,6 +27,8 @@ __all__ = ["Sample", "make_samples", "recent_histories", "tool_scores"]
 class Sample:
     """One recommendation task: a user, the history, the candidates and the tool's view.
 
+    Taught in: not shown in a notebook (used by recagents.papers.afl.samples.make_samples).
+
     Attributes:
         user: The user id.
         history: The most recent items, oldest first.
@@ -49,7 +51,10 @@ class Sample:
 def recent_histories(
     interactions: pd.DataFrame, users: Sequence[str], length: int
 ) -> dict[str, tuple[str, ...]]:
-    """Each user's last ``length`` items in time order (ties in file order), oldest first."""
+    """Each user's last ``length`` items in time order (ties in file order), oldest first.
+
+    Taught in: notebook 03, section 1 "The data and the candidates".
+    """
     wanted = set(users)
     ordered = chronological_order(interactions[interactions[USER].isin(wanted)])
     recent = ordered.groupby(USER, sort=False).tail(length)
@@ -64,6 +69,8 @@ def tool_scores(
     model: Any, candidates: pd.DataFrame, histories: dict[str, tuple[str, ...]]
 ) -> pd.DataFrame:
     """The tool model's raw score of every candidate after the user's history.
+
+    Taught in: notebook 03, section 2 "The tool: SASRec".
 
     Args:
         model: A trained sequential :class:`recagents.baselines.Baseline` (SASRec), always
@@ -92,6 +99,8 @@ def make_samples(
 
     Every user needs exactly one positive. Ties in the tool's score go to the earlier
     display position, so the prior and focus list are deterministic.
+
+    Taught in: notebook 03, section 2 "The tool: SASRec".
     """
     samples = []
     for user, rows in scored.groupby(USER, sort=True):

@@ -41,6 +41,8 @@ def genre_concentration(recommended: pd.DataFrame, item_genres: pd.Series) -> pd
 
     A bubble shows as a rising ``top_share`` and a falling ``n_genres``.
 
+    Taught in: notebook 02, section 7 "The filter bubble".
+
     Returns:
         ``[recommender,] round, n_items, n_genres, top_genre, top_share, items_with_top``.
     """
@@ -73,7 +75,10 @@ def genre_concentration(recommended: pd.DataFrame, item_genres: pd.Series) -> pd
 
 
 def bubble_figure(table: pd.DataFrame) -> Figure:
-    """Top-genre share and number of genres recommended, round by round."""
+    """Top-genre share and number of genres recommended, round by round.
+
+    Taught in: notebook 02, section 7 "The filter bubble".
+    """
     import matplotlib.pyplot as plt
     import seaborn as sns
 

@@ -55,6 +55,8 @@ def engagement(
     Sessions without exposures get NaN rates; exposures without a session get NaN
     ``exit_page``/``satisfaction``.
 
+    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
+
     Returns:
         ``recommender, user_id, p_view, n_like, p_like, exit_page, satisfaction``.
 
@@ -125,6 +127,8 @@ def engagement_summary(
     Uses :func:`recagents.metrics.bootstrap_ci` over agents (NaN values dropped per metric,
     the same seed for every cell). A metric with no values gets NaN and ``n = 0``.
 
+    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
+
     Args:
         per_user: Output of :func:`engagement`.
         n_boot: Bootstrap resamples.
@@ -159,6 +163,8 @@ def satisfaction_by(
 
     An outside critique of Agent4Rec found that the activity trait alone inflates the
     reported satisfaction, so satisfaction should be read per activity level.
+
+    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
 
     Args:
         per_user: Output of :func:`engagement`.
@@ -221,6 +227,8 @@ def rating_distribution(
     Agent ratings are the non-missing ``rating`` values of watched exposures. Ratings are
     rounded to the nearest star before counting.
 
+    Taught in: notebook 02, section 4 "The agents' ratings against the real ones".
+
     Returns:
         Long frame ``source`` (``"agents"``/``"real"``), ``rating`` (1-5), ``count``,
         ``share`` (of that source's ratings).
@@ -242,7 +250,10 @@ def rating_distribution(
 
 
 def rating_figure(table: pd.DataFrame, title: str = "Rating distribution") -> Figure:
-    """Grouped bars of the rating shares, agents next to real users."""
+    """Grouped bars of the rating shares, agents next to real users.
+
+    Taught in: notebook 02, section 4 "The agents' ratings against the real ones".
+    """
     import matplotlib.pyplot as plt
     import seaborn as sns
 

@@ -60,6 +60,8 @@ def simulate(
     last page or an exit, an interview (one call). An unusable page reply counts as "watched
     nothing" and is counted; an unusable exit reply counts as leaving.
 
+    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
+
     Args:
         agents: The agents (their memories are reset for this visit).
         ranked: ``[user_id, item_id, rank]``, at least ``list_length`` items per agent.

@@ -4,24 +4,34 @@ Kept apart from the loop so each prompt can be read and tested without an LLM: t
 prompt, the page reaction, the exit decision, the reflection, the interview and the taste
 probe's schema, plus :data:`TRAIT_SENTENCES`, the trait wording of the agents' role prompt.
 Every reply refers to items by their number on the page, never by title.
+The trait wording is data, ``recagents/resources/agent4rec_traits.json``, validated against
+:data:`TRAITS_SCHEMA` by :func:`load_trait_sentences` and read when this module is imported
+(one small JSON file, validated with jsonschema, whose import takes about a second once per
+process).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recagents.papers.agent4rec.config import TRAITS
+from recagents.resources import read_resource, resource
 
 if TYPE_CHECKING:
     from recagents.papers.agent4rec.agents import Agent
 
 __all__ = [
+    "TRAITS_SCHEMA",
     "TRAIT_SENTENCES",
     "exit_messages",
     "exit_schema",
     "interview_messages",
     "interview_schema",
+    "load_trait_sentences",
     "page_messages",
     "page_schema",
     "parse_page",
@@ -32,46 +42,66 @@ __all__ = [
     "taste_schema",
 ]
 
-TRAIT_SENTENCES: dict[str, dict[int, str]] = {
-    "activity": {
-        1: (
-            "You seldom watch anything, and one disappointing page is enough "
-            "to make you close the site."
-        ),
-        2: (
-            "You watch now and then; you give the site a few pages but leave "
-            "when little catches your eye."
-        ),
-        3: (
-            "You are an avid viewer who watches a lot and keeps browsing "
-            "long after most people would have stopped."
-        ),
-    },
-    "conformity": {
-        1: (
-            "Your ratings stay close to what the public thinks: a title's average "
-            "score weighs heavily on the score you give."
-        ),
-        2: (
-            "You look at a title's average score, but your own impression can push "
-            "your rating somewhat above or below it."
-        ),
-        3: (
-            "You rate purely by your own experience and do not care how other "
-            "people scored a title."
-        ),
-    },
-    "diversity": {
-        1: "You keep to a handful of favourite genres and rarely try anything else.",
-        2: "You have some favourite genres but will try others from time to time.",
-        3: "Your viewing ranges widely across genres; you enjoy trying something different.",
+#: The trait levels a sentence is written for (as in :data:`TRAIT_CUTS`: 1 low, 3 high).
+_LEVELS = ("1", "2", "3")
+
+#: Schema of ``agent4rec_traits.json``: ``{"traits": {trait: {level: sentence}}}``, one
+#: sentence for every level of every trait in :data:`TRAITS`.
+TRAITS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["traits"],
+    "additionalProperties": False,
+    "properties": {
+        "_about": {"type": "string"},
+        "traits": {
+            "type": "object",
+            "required": list(TRAITS),
+            "additionalProperties": False,
+            "properties": {
+                trait: {
+                    "type": "object",
+                    "required": list(_LEVELS),
+                    "additionalProperties": False,
+                    "properties": {level: {"type": "string", "minLength": 1} for level in _LEVELS},
+                }
+                for trait in TRAITS
+            },
+        },
     },
 }
-"""Trait -> level -> one behaviour sentence for the agent's role prompt (our own wording)."""
+
+
+@cache
+def load_trait_sentences(path: Path | Traversable | None = None) -> dict[str, dict[int, str]]:
+    """Trait -> level -> sentence from ``path``, levels as ints, in file order.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.prompts).
+
+    Args:
+        path: The file (default: the packaged ``agent4rec_traits.json``).
+
+    Raises:
+        ResourceError: The file does not match :data:`TRAITS_SCHEMA`.
+    """
+    data = read_resource(path or resource("agent4rec_traits.json"), TRAITS_SCHEMA)
+    return {
+        trait: {int(level): text for level, text in levels.items()}
+        for trait, levels in data["traits"].items()
+    }
+
+
+TRAIT_SENTENCES: dict[str, dict[int, str]] = load_trait_sentences()
+"""Trait -> level -> one behaviour sentence for the agent's role prompt (our own wording).
+
+Read from ``recagents/resources/agent4rec_traits.json`` when this module is imported."""
 
 
 def persona_schema() -> dict[str, Any]:
-    """The persona reply: up to four tastes with reasons, and the rating tendencies."""
+    """The persona reply: up to four tastes with reasons, and the rating tendencies.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.agents.build_agents).
+    """
     text = {"type": "string", "maxLength": 150}
     return {
         "type": "object",
@@ -94,7 +124,10 @@ def persona_schema() -> dict[str, Any]:
 
 
 def persona_messages(rated: Sequence[tuple[str, float]], domain: str = "movie") -> list:
-    """Ask for a taste persona from ``(item line, rating)`` pairs, grouped by star value."""
+    """Ask for a taste persona from ``(item line, rating)`` pairs, grouped by star value.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.agents.build_agents).
+    """
     groups: dict[int, list[str]] = {}
     for line, rating in rated:
         groups.setdefault(int(round(rating)), []).append(line)
@@ -120,7 +153,10 @@ def persona_messages(rated: Sequence[tuple[str, float]], domain: str = "movie") 
 
 
 def persona_text(data: Any) -> str | None:
-    """The persona as the simulator uses it (tastes and what is rated highly), or ``None``."""
+    """The persona as the simulator uses it (tastes and what is rated highly), or ``None``.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.agents.build_agents).
+    """
     if not isinstance(data, dict) or not isinstance(data.get("tastes"), list):
         return None
     tastes = []
@@ -153,7 +189,10 @@ def _memories(recalled: Sequence[str]) -> str:
 
 
 def page_schema(n: int) -> dict[str, Any]:
-    """A page reaction: one judgement per shown item, in page order."""
+    """A page reaction: one judgement per shown item, in page order.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    """
     return {
         "type": "object",
         "properties": {
@@ -185,7 +224,10 @@ def page_messages(
     sentences: dict[str, dict[int, str]],
     domain: str = "movie",
 ) -> list:
-    """The page reaction: judge each item, pick what to watch, rate it with a feeling."""
+    """The page reaction: judge each item, pick what to watch, rate it with a feeling.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    """
     listed = "\n".join(f"{k}. {line}" for k, line in enumerate(shown, start=1))
     user = (
         f"Page {page} of your recommendations:\n{listed}\n"
@@ -205,6 +247,8 @@ def parse_page(data: Any, n: int) -> list[dict[str, Any]] | None:
     """Per shown item: aligned, watched, rating (None unless watched) and feeling.
 
     Returns ``None`` when the reply does not judge exactly ``n`` items.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
     """
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         return None
@@ -229,7 +273,10 @@ def parse_page(data: Any, n: int) -> list[dict[str, Any]] | None:
 
 
 def exit_schema() -> dict[str, Any]:
-    """The exit decision: how the agent feels, and whether it leaves."""
+    """The exit decision: how the agent feels, and whether it leaves.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    """
     return {
         "type": "object",
         "properties": {
@@ -251,7 +298,10 @@ def exit_messages(
     sentences: dict[str, dict[int, str]],
     domain: str = "movie",
 ) -> list:
-    """Leave or turn the page: the activity habit, fatigue by page, and recent memories."""
+    """Leave or turn the page: the activity habit, fatigue by page, and recent memories.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    """
     fatigue = _FATIGUE.get(page, " You are very tired.")
     system = (
         f"You play a user of a {domain} recommendation website. "
@@ -266,7 +316,10 @@ def exit_messages(
 
 
 def interview_schema() -> dict[str, Any]:
-    """The satisfaction interview: 1-10 and why."""
+    """The satisfaction interview: 1-10 and why.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    """
     return {
         "type": "object",
         "properties": {
@@ -280,7 +333,10 @@ def interview_schema() -> dict[str, Any]:
 def interview_messages(
     agent: Agent, sentences: dict[str, dict[int, str]], domain: str = "movie"
 ) -> list:
-    """After leaving: rate the recommender 1-10 from the whole memory of the visit."""
+    """After leaving: rate the recommender 1-10 from the whole memory of the visit.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    """
     system = _role(agent, sentences, domain) + _memories(agent.memory)
     user = (
         "You have left the website. How satisfied are you with its recommendations, from 1 "
@@ -290,7 +346,10 @@ def interview_messages(
 
 
 def reflection_messages(agent: Agent, domain: str = "movie") -> list:
-    """Condense the visit so far into one sentence on how satisfied the agent is, and why."""
+    """Condense the visit so far into one sentence on how satisfied the agent is, and why.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    """
     listed = "\n".join(f"- {m}" for m in agent.memory[-4:])
     return [
         {"role": "system", "content": f"You play a user of a {domain} recommendation website."},
@@ -312,7 +371,10 @@ _SENTENCE_SCHEMA = {
 
 
 def taste_schema(n: int) -> dict[str, Any]:
-    """The taste probe: watch yes/no for each of ``n`` numbered items, in order."""
+    """The taste probe: watch yes/no for each of ``n`` numbered items, in order.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.evaluate.taste_probe).
+    """
     return {
         "type": "object",
         "properties": {

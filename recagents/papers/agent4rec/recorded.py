@@ -61,6 +61,8 @@ def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
     global (``os.system``, ``builtins.eval``, ...) or an allocation the file's size cannot
     account for raises, so a tampered file can neither run code nor exhaust memory.
 
+    Taught in: not shown in a notebook (used by tests/unit/test_agent4rec_analysis.py).
+
     Args:
         path: A ``behavior/<agent>.pkl`` file of the official repository.
         plain: Turn numpy scalars and arrays into Python ints/floats and lists.
@@ -98,6 +100,8 @@ def parse_satisfaction(interview: Any) -> float:
     Accepts ``[rating, reason]`` (a list or tuple) or one string such as
     ``" 3; REASON: ..."``. The first number before any ``;`` or ``REASON`` is taken;
     anything else, or a number outside 1-10, gives NaN.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.recorded._official_logs).
     """
     if isinstance(interview, list | tuple):
         if not interview:
@@ -121,6 +125,9 @@ def parse_satisfaction(interview: Any) -> float:
 @dataclass(frozen=True)
 class OfficialRun:
     """The authors' recorded Agent4Rec run, converted to the shared log format.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.agent4rec.recorded.load_official_run).
 
     Attributes:
         exposures: One row per item shown (see the module docstring).
@@ -154,6 +161,8 @@ def official_run_dir(recorded: str | Path | None = "auto") -> Path | None:
     For example ``export RECAGENTS_AGENT4REC_RECORDED=/data/agent4rec_official`` before
     starting Jupyter or pytest makes notebook 02 (``RECORDED_RUN = "auto"``) and the
     recorded-run tests use that folder.
+
+    Taught in: notebook 02, section 9 "The official recorded run (no LLM needed)".
     """
     if recorded is None:
         return None
@@ -279,6 +288,8 @@ def load_official_run(folder: str | Path | None = None) -> OfficialRun:
     Ids become strings. ``aligned``, ``watched`` and ``rating`` come from ``align_id``,
     ``watch_id`` and ``rating_id``/``rating``; ``exit_page`` is the number of pages and
     ``exited`` is ``exit_page < 5`` (an agent that saw all 5 pages ran out of pages).
+
+    Taught in: notebook 02, section 9 "The official recorded run (no LLM needed)".
 
     Args:
         folder: The data folder; ``None`` asks :func:`official_run_dir` (the folder in

@@ -21,7 +21,10 @@ __all__ = ["SimulationLog"]
 
 @dataclass
 class SimulationLog:
-    """Every call (for cost) and every counted problem (for the invalid-output rate)."""
+    """Every call (for cost) and every counted problem (for the invalid-output rate).
+
+    Taught in: notebook 02, section 0 "Setup".
+    """
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     problems: dict[str, int] = field(default_factory=dict)

@@ -92,6 +92,8 @@ def compute_traits(
     The official code also drops users whose top genre alone exceeds ``top_share``; here
     they get ``n_top_genres = 1``.
 
+    Taught in: notebook 02, section 1 "The data, the traits and the agents".
+
     Args:
         dataset: Interactions with ratings and items with genres.
         top_share: Cumulative genre share of the diversity statistic.
@@ -168,6 +170,8 @@ def trait_behaviour(
       (NaN when the agent rated nothing);
     * ``n_genres_watched``: distinct genres among the watched items.
 
+    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
+
     Args:
         exposures: Exposure log.
         sessions: Session log.
@@ -233,6 +237,8 @@ def trait_anova(behaviour: pd.DataFrame, min_group: int = 2) -> pd.DataFrame:
     remain (or when every group is constant). With a ``recommender`` column the test runs
     per recommender.
 
+    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
+
     Returns:
         ``[recommender,] trait, measure, mean_1, mean_2, mean_3, n_1, n_2, n_3, f_stat,
         p_value`` (level means over every agent of the level).
@@ -281,7 +287,10 @@ _MEASURE_LABELS = {
 
 
 def trait_figure(behaviour: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> Figure:
-    """One panel per (trait, measure) pair: mean and 95% bootstrap CI per trait level."""
+    """One panel per (trait, measure) pair: mean and 95% bootstrap CI per trait level.
+
+    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
+    """
     import matplotlib.pyplot as plt
     import seaborn as sns
 

@@ -62,6 +62,9 @@ __all__ = [
 class AgentState:
     """Every agent's memory at one moment of training.
 
+    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_llm_ranker and
+        recagents.papers.agentcf.agents.initial_state).
+
     Attributes:
         user_memory: Short-term memory: the user's current self-description.
         user_versions: Long-term memory: the initial self-description, then one saved version
@@ -90,6 +93,8 @@ def initial_user_memory(features: dict[str, Any] | None, domain: str = "movie") 
 
     Like the paper's MovieLens branch; a missing or "other" occupation becomes a
     domain enthusiast. Without features, one generic sentence for every user (as on CDs).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.initial_state).
     """
     features = features or {}
     gender = {"M": "man", "F": "woman"}.get(str(features.get("gender", "")).upper(), "")
@@ -106,7 +111,10 @@ def initial_user_memory(features: dict[str, Any] | None, domain: str = "movie") 
 
 
 def initial_item_memory(genres: Sequence[str], domain: str = "movie") -> str:
-    """An item's first description: its categories (the title is always shown beside it)."""
+    """An item's first description: its categories (the title is always shown beside it).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.initial_state).
+    """
     genres = [g for g in genres if g and g.lower() != "unknown"]
     if not genres:
         return f"A {domain}."
@@ -114,7 +122,10 @@ def initial_item_memory(genres: Sequence[str], domain: str = "movie") -> str:
 
 
 def item_titles(dataset: Dataset, move_article: bool = True) -> dict[str, str]:
-    """Readable titles by item id; an item without a title is called by its id."""
+    """Readable titles by item id; an item without a title is called by its id.
+
+    Taught in: notebook 01, section 1 "The data".
+    """
     items = dataset.items
     titles: dict[str, str] = {}
     if items is not None and TITLE in items:
@@ -130,6 +141,8 @@ def initial_state(dataset: Dataset, subset: Subset, domain: str = "movie") -> Ag
 
     Items outside the subset never train, but a candidate list drawn from the whole dataset
     (``pool="dataset"``) still shows them with their initial description.
+
+    Taught in: notebook 01, section 2 "The agents and what they are asked".
     """
     users = dataset.users.set_index(USER) if dataset.users is not None else None
     user_memory = {}
@@ -153,7 +166,12 @@ def initial_state(dataset: Dataset, subset: Subset, domain: str = "movie") -> Ag
 
 
 def verbalised_history(titles: Sequence[str], domain: str = "movie") -> str:
-    """A user described by their history alone (the "without user agent" ablation)."""
+    """A user described by their history alone (the "without user agent" ablation).
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.agentcf.evaluate.rank_candidates and
+        recagents.papers.agentcf.agents._user_text).
+    """
     if not titles:
         return f"I have not watched any {domain}s yet."
     return f"These are the {domain}s I chose recently, oldest first: " + "; ".join(titles) + "."
@@ -211,6 +229,8 @@ def train(
     - ``no_item_agent``: items keep their first description; users reflect;
     - ``no_user_agent``: the user is their verbalised history and never reflects; items do.
 
+    Taught in: notebook 01, section 3 "Training by collaborative reflection".
+
     Args:
         state: Memories to start from (not modified).
         pairs: Output of :func:`schedule`.
@@ -264,6 +284,8 @@ def reflecting_pairs(
     sides, right pairs on the item side only. ``no_user_agent`` drops the user side,
     ``no_item_agent`` the item side.
 
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train).
+
     Returns:
         ``(user_side, item_side)``, each a sub-list of ``outcomes`` in order.
     """
@@ -278,6 +300,8 @@ def reflecting_pairs(
 
 def apply_user_reflection(state: AgentState, user: str, data: Any) -> tuple[str, str | None]:
     """Store a user reflection's new self-description; a reply without one changes nothing.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_users).
 
     Returns:
         ``(before, after)``, ``after`` being ``None`` when the reply was unusable.
@@ -296,6 +320,8 @@ def apply_item_reflection(
 
     The reply holds both rewrites; the paper stores only the positive's. An unusable reply
     changes nothing.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_items).
 
     Returns:
         One record per item: ``item_id, role, before, after, stored``.

@@ -31,6 +31,8 @@ def forward_accuracy(events: pd.DataFrame) -> pd.DataFrame:
     The learning curve of a run: round 0 of a step is asked before any reflection on that
     step's pairs, round 1 after one.
 
+    Taught in: notebook 01, section 3 "Training by collaborative reflection".
+
     Returns:
         ``[step, round, pairs, answered, accuracy]``.
     """
@@ -51,7 +53,10 @@ def _short(text: str | None, width: int) -> str:
 
 
 def user_trace(events: pd.DataFrame, user: str, titles: dict[str, str], width: int = 96) -> str:
-    """One user's training as readable text: each choice, then the memory it led to."""
+    """One user's training as readable text: each choice, then the memory it led to.
+
+    Taught in: notebook 01, section 4 "A trace that teaches".
+    """
     rows = events[events[USER] == user]
     lines = [f"User {user}"]
     for row in rows.itertuples(index=False):
@@ -75,7 +80,10 @@ def user_trace(events: pd.DataFrame, user: str, titles: dict[str, str], width: i
 
 
 def item_trace(events: pd.DataFrame, item: str, titles: dict[str, str], width: int = 96) -> str:
-    """One item's memory as readable text: every rewrite, who caused it and whether it stuck."""
+    """One item's memory as readable text: every rewrite, who caused it and whether it stuck.
+
+    Taught in: notebook 01, section 4 "A trace that teaches".
+    """
     rows = events[(events["kind"] == "item_reflection") & (events.get(ITEM) == item)]
     lines = [f"Item {item}: {titles[item]}"]
     for row in rows.itertuples(index=False):
@@ -101,6 +109,8 @@ PAPER_METHOD = {"AgentCF B": "AgentCF_B", "AgentCF B+H": "AgentCF_B+H",
 
 def paper_side_by_side(summary: pd.DataFrame, reported: pd.DataFrame) -> pd.DataFrame:
     """Our NDCG@1/5/10 (mean [95% CI]) per subset beside what the paper reports per method.
+
+    Taught in: notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Args:
         summary: ``[subset, method, metric, mean, low, high]`` for our runs.
@@ -130,6 +140,8 @@ def paper_side_by_side(summary: pd.DataFrame, reported: pd.DataFrame) -> pd.Data
 
 def learning_figure(learning: pd.DataFrame, probe: pd.DataFrame) -> Any:
     """Pairwise accuracy over training (per step and round) and at the re-test, per order.
+
+    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
 
     Args:
         learning: :func:`forward_accuracy` rows with a ``subset`` column.

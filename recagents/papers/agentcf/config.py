@@ -43,6 +43,8 @@ NEGATIVE = "negative"
 class AgentCFConfig:
     """Settings of one AgentCF run; the defaults are the paper's (official code's) settings.
 
+    Taught in: notebook 01, section 0 "Setup".
+
     Attributes:
         domain: The noun the prompts use for an item ("movie", "CD", "office product").
         n_targets: Training targets per user (the paper: 5, in time order).

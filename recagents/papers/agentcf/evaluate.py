@@ -58,6 +58,8 @@ def pairwise_probe(
     The paper's re-test accuracy is the ``neg_first`` rows; the two orders side by side are
     the position-bias probe (an unbiased agent answers the same pair the same way).
 
+    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
+
     Returns:
         ``[user_id, step, positive, negative, order, ok, chose_first, correct]``.
     """
@@ -103,7 +105,10 @@ def pairwise_probe(
 
 
 def probe_summary(probe: pd.DataFrame) -> pd.DataFrame:
-    """Per order: pairs asked, pairs answered, accuracy and the share of first-option picks."""
+    """Per order: pairs asked, pairs answered, accuracy and the share of first-option picks.
+
+    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
+    """
     answered = probe[probe["ok"]]
     table = probe.groupby("order").agg(pairs=("ok", "size"), answered=("ok", "sum"))
     table["accuracy"] = answered.groupby("order")["correct"].mean().astype(float)
@@ -116,6 +121,8 @@ def order_consistency(probe: pd.DataFrame) -> float:
 
     An agent that reads the items, not their positions, scores 1; one that always picks
     the first option scores 0.
+
+    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
     """
     answered = probe[probe["ok"]]
     wide = answered.pivot_table(
@@ -137,6 +144,8 @@ def retrieve_version(
     The pool is the long-term versions without the first (initial) and the last (current),
     as in the paper. When that pool is empty the official code crashes; we fall back on the
     initial description and say so (the second value is ``True`` then).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
     """
     pool = list(versions[1:-1])
     if not pool:
@@ -153,6 +162,8 @@ def retrieve_version(
 @dataclass
 class RankOutcome:
     """The rankings of one variant, under both scorers, and how the replies parsed.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
 
     Attributes:
         ranked: ``[user_id, item_id, score, rank]`` with the repaired scorer.
@@ -198,6 +209,8 @@ def rank_candidates(
     (the user is their verbalised history; candidates carry the item memories, the "without
     user agent" ranking). Candidates are shown in ``position`` order as
     "k. title: description".
+
+    Taught in: notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Args:
         state: Agent memories to rank with.
@@ -290,5 +303,8 @@ def _item_text(state: AgentState, item: str) -> str:
 
 
 def labelled(ranked: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
-    """Attach the candidates' ``label`` to a ranking frame (for per-user inspection)."""
+    """Attach the candidates' ``label`` to a ranking frame (for per-user inspection).
+
+    Taught in: not shown in a notebook (used by no caller in the repository).
+    """
     return ranked.merge(candidates[[USER, ITEM, LABEL]], on=[USER, ITEM], how="left")

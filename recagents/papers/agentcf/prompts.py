@@ -32,7 +32,11 @@ def _words_to_chars(words: int) -> int:
 
 
 def choice_schema(explanation_chars: int = 600) -> dict[str, Any]:
-    """The forward call's reply: which of the two items (1 or 2), and why."""
+    """The forward call's reply: which of the two items (1 or 2), and why.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.pairwise_probe
+        and recagents.papers.agentcf.agents._forward).
+    """
     return {
         "type": "object",
         "properties": {
@@ -44,7 +48,10 @@ def choice_schema(explanation_chars: int = 600) -> dict[str, Any]:
 
 
 def user_reflection_schema(words: int = 180) -> dict[str, Any]:
-    """The user reflection's reply: a new self-description."""
+    """The user reflection's reply: a new self-description.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_users).
+    """
     return {
         "type": "object",
         "properties": {"self_description": {"type": "string", "maxLength": _words_to_chars(words)}},
@@ -53,7 +60,10 @@ def user_reflection_schema(words: int = 180) -> dict[str, Any]:
 
 
 def item_reflection_schema(words: int = 50) -> dict[str, Any]:
-    """The item reflection's reply: new descriptions of the preferred and the other item."""
+    """The item reflection's reply: new descriptions of the preferred and the other item.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_items).
+    """
     text = {"type": "string", "maxLength": _words_to_chars(words)}
     return {
         "type": "object",
@@ -71,6 +81,8 @@ def forward_messages(user_memory: str, first: str, second: str, domain: str = "m
 
     Stable content (the role and the self-description) comes first so that a local server
     can reuse its cache across a user's calls; the pair comes last.
+
+    Taught in: notebook 01, section 2 "The agents and what they are asked".
     """
     system = (
         f"You are a {domain} enthusiast choosing what to watch. This is how you describe "
@@ -102,6 +114,8 @@ def user_reflection_messages(
     Three cases: a wrong choice (the agent learns it actually preferred the other item), a
     right one (it reinforces what worked), or, without a choice (the "without autonomous
     interaction" ablation), the real preference alone.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_users).
 
     Args:
         user_memory: The current self-description.
@@ -159,6 +173,8 @@ def item_reflection_messages(
     The descriptions should speak of the *groups of users* each item suits, sharpen the
     contrast between the two, keep what was useful and stay true to the item. The user text
     is the self-description *after* that user's own reflection, as in the paper.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_items).
     """
     other = 3 - preferred
     system = (
@@ -198,6 +214,8 @@ def ranking_messages(
 ) -> list:
     """The user agent's memory ranks numbered candidates (variants B, B+H and B+R).
 
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
+
     Args:
         user_memory: The self-description (B).
         candidates: One line of text per candidate, in display order.
@@ -223,7 +241,10 @@ def ranking_messages(
 def llmrank_messages(
     history: Sequence[str], candidates: Sequence[str], domain: str = "movie"
 ) -> list:
-    """A zero-shot ranker given the user's history titles (LLMRank-style, no agents)."""
+    """A zero-shot ranker given the user's history titles (LLMRank-style, no agents).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
+    """
     system = f"You are a {domain} recommender system."
     listed = "\n".join(history) if history else "(none)"
     user = f"A user chose these {domain}s, oldest first:\n{listed}\n" + _rank_request(
@@ -247,7 +268,11 @@ def _rank_request(candidates: Sequence[str], domain: str) -> str:
 
 
 def parse_choice(data: Any) -> int | None:
-    """The chosen index (1 or 2) of a forward reply, or ``None`` when it has none."""
+    """The chosen index (1 or 2) of a forward reply, or ``None`` when it has none.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.pairwise_probe
+        and recagents.papers.agentcf.agents._forward).
+    """
     if not isinstance(data, dict):
         return None
     choice = data.get("choice")

@@ -3,21 +3,31 @@
 :data:`DEMOS` are hand-written requests with the planner reply each should get (direct
 answers and plans covering every tool; the tests validate and run every plan on ml-100k).
 :func:`select_demos` picks the nearest ones by text embedding, the first ones, or none.
+The demonstrations are data, ``recagents/resources/interecagent_demos.json``, validated
+against :data:`DEMOS_SCHEMA` by :func:`load_demos`; :data:`DEMOS` is read when this module is
+imported (one small JSON file, validated with jsonschema, whose import takes about a second
+once per process), since :func:`select_demos` takes it as its default pool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from recagents.papers.interecagent.config import DEMO_MODES
+from recagents.papers.interecagent.config import DEMO_MODES, RANK_SCHEMAS, TOOL_NAMES
+from recagents.resources import read_resource, resource
 
 __all__ = [
     "DEMOS",
+    "DEMOS_SCHEMA",
     "Demo",
+    "load_demos",
     "select_demos",
 ]
 
@@ -25,6 +35,8 @@ __all__ = [
 @dataclass(frozen=True)
 class Demo:
     """One demonstration: a user request and the planner reply it should get.
+
+    Taught in: not shown in a notebook (used by recagents.papers.interecagent.demos.load_demos).
 
     Attributes:
         request: What the user writes.
@@ -41,142 +53,108 @@ class Demo:
         return self.reply["kind"] == "plan"
 
 
-def _answer(text: str) -> dict[str, Any]:
-    return {"kind": "answer", "answer": text, "plan": []}
+_TEXT = {"type": "string", "minLength": 1}
+
+_STEP = {
+    "type": "object",
+    "required": ["tool_name", "input"],
+    "additionalProperties": False,
+    "properties": {"tool_name": {"enum": list(TOOL_NAMES)}, "input": {}},
+    "allOf": [
+        {
+            "if": {"properties": {"tool_name": {"const": "map_titles"}}},
+            "then": {"properties": {"input": {"type": "integer", "minimum": 1}}},
+        },
+        {
+            "if": {"properties": {"tool_name": {"const": "rank"}}},
+            "then": {
+                "properties": {
+                    "input": {
+                        "type": "object",
+                        "required": ["schema", "prefer", "unwanted"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "schema": {"enum": list(RANK_SCHEMAS)},
+                            "prefer": {"type": "array", "items": _TEXT},
+                            "unwanted": {"type": "array", "items": _TEXT},
+                        },
+                    }
+                }
+            },
+        },
+        {
+            "if": {"properties": {"tool_name": {"not": {"enum": ["map_titles", "rank"]}}}},
+            "then": {"properties": {"input": _TEXT}},
+        },
+    ],
+}
+
+_REPLY = {
+    "type": "object",
+    "required": ["kind", "answer", "plan"],
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"enum": ["answer", "plan"]},
+        "answer": {"type": "string"},
+        "plan": {"type": "array", "items": _STEP},
+    },
+    "allOf": [
+        # an answer says something and calls no tool; a plan calls tools and says nothing
+        {
+            "if": {"properties": {"kind": {"const": "answer"}}},
+            "then": {"properties": {"answer": _TEXT, "plan": {"maxItems": 0}}},
+        },
+        {
+            "if": {"properties": {"kind": {"const": "plan"}}},
+            "then": {"properties": {"answer": {"maxLength": 0}, "plan": {"minItems": 1}}},
+        },
+    ],
+}
+
+#: Schema of ``interecagent_demos.json``: ``{"demos": [{"request", "reply"}, ...]}``, each
+#: reply exactly the shape of :func:`planner_schema`.
+DEMOS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["demos"],
+    "additionalProperties": False,
+    "properties": {
+        "_about": {"type": "string"},
+        "demos": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["request", "reply"],
+                "additionalProperties": False,
+                "properties": {"request": _TEXT, "reply": _REPLY},
+            },
+        },
+    },
+}
 
 
-def _plan(*steps: tuple[str, Any]) -> dict[str, Any]:
-    return {"kind": "plan", "answer": "", "plan": [{"tool_name": t, "input": i} for t, i in steps]}
+@cache
+def load_demos(path: Path | Traversable | None = None) -> tuple[Demo, ...]:
+    """The demonstrations in ``path``, in file order.
 
+    Taught in: not shown in a notebook (used by recagents.papers.interecagent.demos).
 
-def _rank(schema: str = "popularity", prefer: Sequence[str] = (), unwanted: Sequence[str] = ()):
-    return ("rank", {"schema": schema, "prefer": list(prefer), "unwanted": list(unwanted)})
+    Args:
+        path: The file (default: the packaged ``interecagent_demos.json``).
+
+    Raises:
+        ResourceError: The file does not match :data:`DEMOS_SCHEMA`.
+    """
+    data = read_resource(path or resource("interecagent_demos.json"), DEMOS_SCHEMA)
+    return tuple(Demo(entry["request"], entry["reply"]) for entry in data["demos"])
 
 
 #: Hand-written demonstrations (the project's own words): general ones first, then movie
 #: requests covering every tool. Each plan is validated and run on ml-100k by the tests.
-DEMOS: tuple[Demo, ...] = (
-    Demo(
-        "Hi! How are you doing today?",
-        _answer("Hi, I'm great, thanks! What kind of movie would you like to watch?"),
-    ),
-    Demo(
-        "I'm bored and want to watch something.",
-        _answer(
-            "Happy to help! What are you in the mood for: a genre, an era, or a movie you "
-            "enjoyed lately that I could match?"
-        ),
-    ),
-    Demo(
-        "Thanks, that's all I needed.",
-        _answer("You're welcome, enjoy the film! Come back whenever you want more ideas."),
-    ),
-    Demo(
-        "When was Fargo released?",
-        _plan(("lookup", "SELECT title, release_year FROM items WHERE title LIKE '%Fargo%'")),
-    ),
-    Demo(
-        "What genres does Jurassic Park have?",
-        _plan(("lookup", "SELECT title, tags FROM items WHERE title LIKE '%Jurassic Park%'")),
-    ),
-    Demo(
-        "Can you suggest some comedies from the nineties?",
-        _plan(
-            (
-                "hard_filter",
-                "SELECT id FROM items WHERE tags LIKE '%Comedy%' "
-                "AND release_year BETWEEN 1990 AND 1999",
-            ),
-            _rank("popularity"),
-            ("map_titles", 5),
-        ),
-    ),
-    Demo(
-        "I loved Star Wars. Anything similar?",
-        _plan(("soft_filter", "Star Wars"), _rank("similarity"), ("map_titles", 5)),
-    ),
-    Demo(
-        "I want a thriller made after 1990, something like The Silence of the Lambs.",
-        _plan(
-            (
-                "hard_filter",
-                "SELECT id FROM items WHERE tags LIKE '%Thriller%' AND release_year > 1990",
-            ),
-            ("soft_filter", "The Silence of the Lambs"),
-            _rank("similarity"),
-            ("map_titles", 5),
-        ),
-    ),
-    Demo(
-        "I really enjoyed Toy Story and Babe. What should I watch next?",
-        _plan(_rank("preference", prefer=["Toy Story", "Babe"]), ("map_titles", 5)),
-    ),
-    Demo(
-        "Give me popular action movies, but not Die Hard, I've seen it.",
-        _plan(
-            ("hard_filter", "SELECT id FROM items WHERE tags LIKE '%Action%'"),
-            _rank("popularity", unwanted=["Die Hard"]),
-            ("map_titles", 5),
-        ),
-    ),
-    Demo(
-        "Which one of Heat, Casino and Braveheart should I watch tonight?",
-        _plan(
-            ("candidate_store", "Heat;;Casino;;Braveheart"),
-            _rank("popularity"),
-            ("map_titles", 1),
-        ),
-    ),
-    Demo(
-        "Show me the best rated dramas.",
-        _plan(
-            (
-                "hard_filter",
-                "SELECT id FROM items WHERE tags LIKE '%Drama%' AND avg_rating >= 4 "
-                "ORDER BY avg_rating DESC",
-            ),
-            ("map_titles", 5),
-        ),
-    ),
-    Demo(
-        "How many horror movies do you have?",
-        _plan(("lookup", "SELECT COUNT(*) AS horror_movies FROM items WHERE tags LIKE '%Horror%'")),
-    ),
-    Demo(
-        "Something for my kids, like The Lion King.",
-        _plan(
-            ("hard_filter", "SELECT id FROM items WHERE tags LIKE '%Children%'"),
-            ("soft_filter", "The Lion King"),
-            _rank("similarity"),
-            ("map_titles", 5),
-        ),
-    ),
-    Demo(
-        "I'd like an old classic from before 1960.",
-        _plan(
-            ("hard_filter", "SELECT id FROM items WHERE release_year < 1960"),
-            _rank("popularity"),
-            ("map_titles", 5),
-        ),
-    ),
-    Demo(
-        "Three science fiction films like Twelve Monkeys, please.",
-        _plan(
-            ("hard_filter", "SELECT id FROM items WHERE tags LIKE '%Sci-Fi%'"),
-            ("soft_filter", "Twelve Monkeys"),
-            _rank("similarity"),
-            ("map_titles", 3),
-        ),
-    ),
-    Demo(
-        "I liked Pulp Fiction and Fargo; I'd like a crime film, not Casino though.",
-        _plan(
-            ("hard_filter", "SELECT id FROM items WHERE tags LIKE '%Crime%'"),
-            _rank("preference", prefer=["Pulp Fiction", "Fargo"], unwanted=["Casino"]),
-            ("map_titles", 5),
-        ),
-    ),
-)
+#: Read from ``recagents/resources/interecagent_demos.json`` when this module is imported
+#: (:func:`select_demos` takes them as its default pool).
+DEMOS: tuple[Demo, ...] = load_demos()
 
 
 def select_demos(
@@ -187,6 +165,8 @@ def select_demos(
     demos: Sequence[Demo] = DEMOS,
 ) -> list[Demo]:
     """Pick the demonstrations shown to the planner for one request.
+
+    Taught in: not shown in a notebook (used by tests/unit/test_interecagent_agent.py).
 
     Args:
         request: The user's message.

@@ -149,6 +149,9 @@ def _size(value: Any) -> int:
 class SelectResult:
     """Rows of one read-only SELECT.
 
+    Taught in: not shown in a notebook (used by
+        recagents.papers.interecagent.sqlguard.ReadOnlyTable.run_select).
+
     Attributes:
         sql: The statement that ran (after grounding).
         columns: Result column names.
@@ -199,6 +202,9 @@ class SelectResult:
 class IdSelection(NamedTuple):
     """The candidate ids a SELECT named, read by :meth:`ReadOnlyTable.select_ids`.
 
+    Taught in: not shown in a notebook (used by
+        recagents.papers.interecagent.sqlguard.ReadOnlyTable.select_ids).
+
     Attributes:
         sql: The statement that ran (after grounding).
         columns: Result column names.
@@ -228,6 +234,8 @@ class ReadOnlyTable:
     only ever lowers an existing limit); temporary data spills to files. Every SQL text from
     a planner goes through :meth:`check_select`, :meth:`run_select` or :meth:`select_ids`,
     which turn any failure into a :class:`ToolError` with a short message.
+
+    Taught in: not shown in a notebook (used by recagents.papers.interecagent.catalogue.ItemTable).
 
     Args:
         records: Rows of :data:`TABLE`, values in :data:`COLUMNS` order.

@@ -36,6 +36,8 @@ def stage_comparison(
 ) -> pd.DataFrame:
     """Mean and 95% bootstrap interval of each session metric per stage and mode.
 
+    Taught in: notebook 05, section 4 "Stage comparison".
+
     Args:
         sessions: ``SessionRun.sessions`` (several runs concatenated is fine).
         metrics: Columns to summarise (default :data:`METRICS`).
@@ -79,7 +81,10 @@ _METRIC_LABELS = {
 
 
 def stage_figure(comparison: pd.DataFrame, title: str = "") -> Any:
-    """One small panel per metric: mean and 95% interval by stage, one line per mode."""
+    """One small panel per metric: mean and 95% interval by stage, one line per mode.
+
+    Taught in: notebook 05, section 4 "Stage comparison".
+    """
     import matplotlib.pyplot as plt
 
     metrics = list(dict.fromkeys(comparison["metric"]))
@@ -111,6 +116,8 @@ def stage_figure(comparison: pd.DataFrame, title: str = "") -> Any:
 def exposure_summary(exposure: pd.DataFrame) -> pd.DataFrame:
     """Per stage, boundary and field: how often it crossed or was withheld.
 
+    Taught in: notebook 05, section 5 "What crossed which boundary".
+
     Returns:
         ``[stage, boundary, field, sensitive, consented, crossed, withheld]``.
     """
@@ -130,7 +137,10 @@ def exposure_summary(exposure: pd.DataFrame) -> pd.DataFrame:
 
 
 def session_trace(run: SessionRun, user: str, stage: int, width: int = 96) -> str:
-    """One session as readable text: every message, who sent it to whom, what crossed."""
+    """One session as readable text: every message, who sent it to whom, what crossed.
+
+    Taught in: notebook 05, section 3 "The three stages, on the same users".
+    """
     rows = run.messages[(run.messages[USER] == user) & (run.messages["stage"] == stage)]
     if rows.empty:
         raise KeyError(f"no session for user {user!r} in stage {stage}")

@@ -4,6 +4,11 @@
 :data:`ADVERSARY_SPEC` describe the agents; :func:`build_catalogue` cuts each slice from the
 known interactions and writes its :class:`AgentCard`, returning the :class:`Catalogue` every
 later step reads.
+The specs are data, ``recagents/resources/rec4agentverse_agents.json``, validated against
+:data:`AGENTS_SCHEMA` by :func:`load_agent_specs`; :data:`AGENT_SPECS` and
+:data:`ADVERSARY_SPEC` are read when this module is imported (one small JSON file, validated
+with jsonschema, whose import takes about a second once per process), since
+:func:`build_catalogue` takes them as defaults.
 """
 
 from __future__ import annotations
@@ -12,21 +17,27 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from functools import cache
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any, Literal
 
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, TITLE, YEAR
 from recagents.data import Dataset, readable_title
 from recagents.papers.rec4agentverse.config import ERAS, GENRE_NAMES, era_of_year
+from recagents.resources import ResourceError, read_resource, resource
 
 __all__ = [
     "ADVERSARY_SPEC",
+    "AGENTS_SCHEMA",
     "AGENT_SPECS",
     "AgentCard",
     "AgentSpec",
     "Catalogue",
     "build_catalogue",
+    "load_agent_specs",
 ]
 
 
@@ -36,6 +47,8 @@ __all__ = [
 @dataclass(frozen=True)
 class AgentSpec:
     """How to cut one agent's slice of the films, and how it presents itself.
+
+    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.catalogue._spec).
 
     Attributes:
         agent_id: Short id, e.g. ``"a01"`` (the recommender answers with it).
@@ -57,99 +70,106 @@ class AgentSpec:
     adversarial: bool = False
 
 
-#: The ten honest curator agents (our scenario; the paper's cases are not available).
-AGENT_SPECS: tuple[AgentSpec, ...] = (
-    AgentSpec(
-        "a01",
-        "90s comedy hits",
-        "The best-known comedies of the 1990s.",
-        ("Comedy",),
-        (1990, 1998),
-        "mainstream",
-    ),
-    AgentSpec(
-        "a02",
-        "90s comedy finds",
-        "Lesser-known, offbeat comedies of the 1990s.",
-        ("Comedy",),
-        (1990, 1998),
-        "arthouse",
-    ),
-    AgentSpec(
-        "a03",
-        "90s drama & romance hits",
-        "Acclaimed, widely seen 1990s dramas and love stories.",
-        ("Drama", "Romance"),
-        (1990, 1998),
-        "mainstream",
-    ),
-    AgentSpec(
-        "a04",
-        "90s arthouse drama & romance",
-        "Independent and foreign-flavoured 1990s dramas and romances off the beaten track.",
-        ("Drama", "Romance"),
-        (1990, 1998),
-        "arthouse",
-    ),
-    AgentSpec(
-        "a05",
-        "70s & 80s favourites",
-        "Dramas, comedies and romances of the 1970s and 1980s.",
-        ("Drama", "Comedy", "Romance"),
-        (1970, 1989),
-    ),
-    AgentSpec(
-        "a06",
-        "Classic cinema",
-        "Golden-age films before 1970: drama, romance, comedy, musicals, noir, war and westerns.",
-        ("Drama", "Romance", "Comedy", "Musical", "Film-Noir", "War", "Western"),
-        (1900, 1969),
-    ),
-    AgentSpec(
-        "a07",
-        "Action & adventure",
-        "Action, adventure, war and western films since 1970.",
-        ("Action", "Adventure", "War", "Western"),
-        (1970, 1998),
-    ),
-    AgentSpec(
-        "a08",
-        "Sci-fi, fantasy & horror",
-        "Science fiction, fantasy and horror from every decade.",
-        ("Sci-Fi", "Fantasy", "Horror"),
-        (1900, 1998),
-    ),
-    AgentSpec(
-        "a09",
-        "Crime, mystery & thriller",
-        "Crime stories, mysteries, thrillers and film noir from every decade.",
-        ("Crime", "Mystery", "Thriller", "Film-Noir"),
-        (1900, 1998),
-    ),
-    AgentSpec(
-        "a10",
-        "Family & animation",
-        "Animated, children's and family films and musicals from every decade.",
-        ("Animation", "Children's", "Musical"),
-        (1900, 1998),
-    ),
-)
+_TEXT = {"type": "string", "minLength": 1}
 
-#: The adversarial agent: a plausible specialist that lies in its reports.
-ADVERSARY_SPEC = AgentSpec(
-    "a11",
-    "Blockbuster action hub",
-    "Big-screen action, science fiction and thrillers of the 1990s.",
-    ("Action", "Sci-Fi", "Thriller"),
-    (1990, 1998),
-    "mainstream",
-    adversarial=True,
-)
+
+def _spec_schema(adversarial: bool) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["agent_id", "name", "blurb", "genres", "years"]
+        + (["adversarial"] if adversarial else []),
+        "additionalProperties": False,
+        "properties": {
+            "agent_id": _TEXT,
+            "name": _TEXT,
+            "blurb": _TEXT,
+            "genres": {
+                "type": "array",
+                "minItems": 1,
+                "uniqueItems": True,
+                "items": {"enum": list(GENRE_NAMES)},
+            },
+            "years": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 2,
+                "items": {"type": "integer"},
+            },
+            "style": {"enum": ["mainstream", "arthouse", "broad"]},
+            "adversarial": {"const": adversarial},
+        },
+    }
+
+
+#: Schema of ``rec4agentverse_agents.json``: ``{"agents": [spec, ...], "adversary": spec}``,
+#: fields as :class:`AgentSpec` (``style`` and ``adversarial`` optional, with its defaults).
+AGENTS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["agents", "adversary"],
+    "additionalProperties": False,
+    "properties": {
+        "_about": {"type": "string"},
+        "agents": {"type": "array", "minItems": 1, "items": _spec_schema(adversarial=False)},
+        "adversary": _spec_schema(adversarial=True),
+    },
+}
+
+
+def _spec(entry: dict[str, Any]) -> AgentSpec:
+    fields = dict(entry)
+    fields["genres"] = tuple(fields["genres"])
+    fields["years"] = tuple(fields["years"])
+    return AgentSpec(**fields)
+
+
+@cache
+def load_agent_specs(
+    path: Path | Traversable | None = None,
+) -> tuple[tuple[AgentSpec, ...], AgentSpec]:
+    """The honest agents and the adversary in ``path``.
+
+    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.catalogue).
+
+    Args:
+        path: The file (default: the packaged ``rec4agentverse_agents.json``).
+
+    Returns:
+        ``(honest agents in file order, adversary)``.
+
+    Raises:
+        ResourceError: The file does not match :data:`AGENTS_SCHEMA`, or two agents share
+            an id.
+    """
+    path = path or resource("rec4agentverse_agents.json")
+    data = read_resource(path, AGENTS_SCHEMA)
+    seen: dict[str, str] = {}
+    for where, entry in [
+        *((f"agents[{i}]", e) for i, e in enumerate(data["agents"])),
+        ("adversary", data["adversary"]),
+    ]:
+        first = seen.setdefault(entry["agent_id"], where)
+        if first != where:
+            raise ResourceError(
+                f"{path}: {where}.agent_id: {entry['agent_id']!r} is already the id of "
+                f"{first}; ids must be unique"
+            )
+    return tuple(_spec(entry) for entry in data["agents"]), _spec(data["adversary"])
+
+
+#: The ten honest curator agents (our scenario; the paper's cases are not available), and
+#: the adversarial agent: a plausible specialist that lies in its reports. Read from
+#: ``recagents/resources/rec4agentverse_agents.json`` when this module is imported
+#: (:func:`build_catalogue` takes them as defaults).
+AGENT_SPECS, ADVERSARY_SPEC = load_agent_specs()
 
 
 @dataclass(frozen=True)
 class AgentCard:
     """What the recommender knows about one agent item.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.rec4agentverse.catalogue.build_catalogue).
 
     Attributes:
         agent_id: The id the recommender answers with.
@@ -180,6 +200,9 @@ class AgentCard:
 @dataclass(frozen=True)
 class Catalogue:
     """The agent items, each agent's film slice, and what prompts need to know of films.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.rec4agentverse.catalogue.build_catalogue).
 
     Attributes:
         cards: The agent cards, in id order.
@@ -279,6 +302,8 @@ def build_catalogue(
     ``arthouse`` agent the other half, so the two variants of one slice are disjoint.
     Slices of different genre groups overlap where a film has genres of both (e.g. a
     romantic comedy): that is by design, as several curators can know the same film.
+
+    Taught in: notebook 05, section 1 "The agent items".
 
     Args:
         dataset: Needs an item table with titles, years and genres.
