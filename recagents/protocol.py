@@ -6,22 +6,39 @@ JSON schema (:func:`ranking_schema`), the same checked parse with a stated repai
 (:func:`parse_ranking`, :class:`RankingParse`) and the same long frame
 ``[user_id, item_id, score, rank]`` (:func:`ranking_frame`), so one evaluation serves them
 all. Notebook 01, section "Ranking the candidates", teaches it.
+
+It also fixes the two result shapes every paper's entry module
+(``recagents.papers.<paper>.entry``) returns, so the cross-paper comparison reads any paper
+without touching its internals: :class:`PaperRun` (what ``entry.run`` returns: the run's
+tidy tables, its headline metrics with 95% intervals, its calls and its wall time) and
+:class:`CandidateRanking` (what ``entry.rank`` returns for the rankers the comparison uses:
+the long frame over the shared candidates, each user's reply status and the calls). What
+every ``entry.run`` takes besides the dataset and the paper's settings is one
+:class:`RunOptions`, documented once here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, RANK, SCORE, USER
+from recagents.llm.client import LLMClient, get_client
+from recagents.llm.runlog import RunLog
 
 __all__ = [
     "FAITHFUL_MISSING_RANK",
+    "METRIC_COLUMNS",
+    "CandidateRanking",
+    "PaperRun",
     "RankingParse",
+    "RunOptions",
+    "metric_rows",
+    "ordered_frame",
     "parse_ranking",
     "ranking_frame",
     "ranking_schema",
@@ -147,3 +164,191 @@ def ranking_frame(
             rank[shuffled] = len(parse.order) + 1 + np.arange(len(shuffled))
             score[shuffled] = -np.arange(1, len(shuffled) + 1, dtype=float)
     return pd.DataFrame({USER: user, ITEM: list(items), SCORE: score, RANK: rank})
+
+
+def ordered_frame(user: str, order: Sequence[str]) -> pd.DataFrame:
+    """One user's ranking in the long format: ``order`` first to last, scores descending.
+
+    For methods whose output is an order rather than scores (AFL's proposal then its tool's
+    order, InteRecAgent's target rank): rank ``1..n`` and score ``n..1``.
+
+    Taught in: not shown in a notebook (used by recagents.papers.afl.entry.afl_frame and
+        recagents.papers.interecagent.entry.target_rank_frame).
+    """
+    n = len(order)
+    return pd.DataFrame(
+        {USER: user, ITEM: list(order), SCORE: np.arange(n, 0, -1, dtype=float),
+         RANK: np.arange(1, n + 1, dtype=np.int64)}
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- entry points
+
+#: The columns of :attr:`PaperRun.metrics`: a headline number, its 95% interval and its n.
+METRIC_COLUMNS = ("metric", "value", "low", "high", "n")
+
+
+def metric_rows(summary: pd.DataFrame, labels: Sequence[str] = ()) -> pd.DataFrame:
+    """Headline rows ``[metric, value, low, high, n]`` from an interval summary.
+
+    ``summary`` is what :func:`recagents.metrics.summarize` and the papers' summaries return
+    (``[*labels, metric, mean, low, high, n]``); each row's name becomes
+    ``"<metric>/<label>/..."`` (e.g. ``"ndcg@10/AgentCF B"``), so one frame holds every
+    method's numbers.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.run and 4 more).
+
+    Raises:
+        ValueError: ``summary`` lacks one of the columns named above.
+    """
+    needed = [*labels, "metric", "mean", "low", "high", "n"]
+    missing = [c for c in needed if c not in summary.columns]
+    if missing:
+        raise ValueError(f"metric_rows: summary is missing column(s) {missing}")
+    names = summary["metric"].astype(str)
+    for label in labels:
+        names = names + "/" + summary[label].astype(str)
+    return pd.DataFrame(
+        {"metric": names.to_numpy(), "value": summary["mean"].to_numpy(dtype=float),
+         "low": summary["low"].to_numpy(dtype=float), "high": summary["high"].to_numpy(dtype=float),
+         "n": summary["n"].to_numpy(dtype=np.int64)},
+        columns=list(METRIC_COLUMNS),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What every paper's ``entry.run`` takes besides the dataset and the paper's settings.
+
+    One object for the five entry points, so the shared arguments are documented once and
+    checked the same way: ``run(dataset, config, RunOptions(n_users=3, n_boot=50))``. Each
+    entry module documents only what is its own (its ``DEFAULT_USERS`` and ``METHODS``).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.run and 4 more).
+
+    Attributes:
+        n_users: Users (agents, simulated users) of the run; ``None``: the entry module's
+            ``DEFAULT_USERS``, the notebook's default profile size.
+        methods: Methods to compare, of the entry module's ``METHODS`` (or the wider set it
+            names); ``None`` or empty: its ``METHODS``.
+        client: LLM client (``None``: the process-wide one, :func:`get_client`).
+        log: Also receives every call of the run (the run's own log is in ``PaperRun.log``).
+        progress: Show progress bars, where the paper's steps have them.
+        n_boot: Bootstrap resamples of the 95% intervals.
+        training: The classic model's training settings
+            (:class:`~recagents.baselines.TrainConfig`) where the paper trains one; else unused.
+    """
+
+    n_users: int | None = None
+    methods: Sequence[str] | None = None
+    client: LLMClient | None = None
+    log: RunLog | None = None
+    progress: bool = False
+    n_boot: int = 1000
+    training: Any | None = None
+
+    def users(self, default: int) -> int:
+        """``n_users``, or the entry module's ``default`` when it is ``None``."""
+        return default if self.n_users is None else self.n_users
+
+    def chosen_methods(
+        self, paper: str, choices: Sequence[str], default: Sequence[str] | None = None
+    ) -> tuple[str, ...]:
+        """``methods`` (default: ``default``, else ``choices``), each checked against ``choices``.
+
+        Raises:
+            ValueError: A method not in ``choices`` (the message names them and the choices).
+        """
+        chosen = tuple(self.methods or (choices if default is None else default))
+        unknown = [m for m in chosen if m not in choices]
+        if unknown:
+            raise ValueError(
+                f"methods: unknown {paper} method(s) {unknown}; choose from {tuple(choices)}"
+            )
+        return chosen
+
+    def resolved_client(self) -> LLMClient:
+        """``client``, or the process-wide one (:func:`recagents.llm.client.get_client`)."""
+        return self.client or get_client()
+
+    def record(self, own: RunLog) -> None:
+        """Hand the run's own calls to the caller's ``log``, when one was given."""
+        if self.log is not None:
+            self.log.extend(own)
+
+
+@dataclass
+class PaperRun:
+    """One paper's experiment, as every paper's ``entry.run`` returns it.
+
+    The same shape for all five papers, so a reader (the cross-paper notebook, the report,
+    a test) needs no paper's internals: the named tables are documented in each entry
+    module's ``TABLES``, the headline numbers share one layout (:data:`METRIC_COLUMNS`).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.run and 4 more).
+
+    Attributes:
+        paper: The paper's name (e.g. ``"AgentCF"``).
+        config: The paper's settings dataclass the run used.
+        tables: The run's tidy outputs by name (the entry module's ``TABLES``).
+        metrics: ``[metric, value, low, high, n]``: headline numbers, 95% bootstrap interval.
+        log: Every LLM call of the run (empty when it made none).
+        wall_seconds: Wall time of the whole run, training included.
+    """
+
+    paper: str
+    config: Any
+    tables: dict[str, pd.DataFrame]
+    metrics: pd.DataFrame
+    log: RunLog
+    wall_seconds: float
+
+    def __post_init__(self) -> None:
+        if list(self.metrics.columns) != list(METRIC_COLUMNS):
+            raise ValueError(
+                f"PaperRun.metrics must have columns {list(METRIC_COLUMNS)}, "
+                f"got {list(self.metrics.columns)}"
+            )
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One table by name.
+
+        Raises:
+            KeyError: No table of that name (the message lists the ones there are).
+        """
+        if name not in self.tables:
+            raise KeyError(f"{self.paper} has no table {name!r}; it has {sorted(self.tables)}")
+        return self.tables[name]
+
+    def summary(self) -> str:
+        """The headline numbers as text, one line each, then calls and wall time."""
+        lines = [f"{self.paper}:"]
+        for row in self.metrics.itertuples(index=False):
+            lines.append(
+                f"  {row.metric}: {row.value:.3f} [{row.low:.3f}, {row.high:.3f}] (n={row.n})"
+            )
+        lines.append(f"  {len(self.log.calls)} LLM calls, {self.wall_seconds:.1f} s")
+        return "\n".join(lines)
+
+
+@dataclass
+class CandidateRanking:
+    """One method's ranking of shared candidates, as the papers' ``entry.rank`` return it.
+
+    Taught in: not shown in a notebook (used by recagents.papers.afl.entry.rank and 2 more).
+
+    Attributes:
+        frame: ``[user_id, item_id, score, rank]`` over exactly the candidates given.
+        status: ``[user_id, status]`` per user (``complete``, ``repaired`` or ``failed``).
+        log: Every LLM call it made (training included, where the method trains).
+        wall_seconds: Wall time, training included.
+        note: How the frame was made, where it differs from the method's own output.
+        extra: The method's own outputs (e.g. AFL's rounds), for inspection.
+    """
+
+    frame: pd.DataFrame
+    status: pd.DataFrame
+    log: RunLog
+    wall_seconds: float
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)

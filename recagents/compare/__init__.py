@@ -17,6 +17,10 @@ Modules, in the order a run uses them:
 - ``adapters``: one per method, :func:`run_baseline`, :func:`run_llm_ranker`,
   :func:`run_agentcf` (with :func:`agentcf_subset`), :func:`run_afl` (with the pure
   :func:`afl_frame`), :func:`run_interecagent` (with the pure :func:`target_rank_frame`).
+  The paper methods are composed in each paper's entry module
+  (``recagents.papers.<paper>.entry.rank``, on the protocol's dataset, split and
+  candidates); the adapters only call those and wrap the result, so the comparison never
+  reaches into a paper's internals.
 - ``leaderboard``: :func:`leaderboard`, NDCG@k / HR@k with bootstrap intervals and paired
   tests against a reference method.
 - ``bias``: :func:`popularity_bias` (average popularity, coverage and Gini of the top-k

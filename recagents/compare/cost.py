@@ -166,12 +166,27 @@ def scaling_runner(
     return measure
 
 
+#: Readable panel titles and axis labels of the cost quantities.
+QUANTITY_LABELS = {
+    "calls": ("Model calls", "calls"),
+    "failed": ("Failed calls", "calls"),
+    "prompt_tokens": ("Prompt tokens", "tokens"),
+    "completion_tokens": ("Completion tokens", "tokens"),
+    "endpoint_s": ("Endpoint time", "seconds (recorded with each reply)"),
+    "wall_s": ("Wall time of this run", "seconds (cache replays included)"),
+    "usd": ("Estimated price", "USD"),
+}
+
+
 def scaling_figure(
     frame: pd.DataFrame,
-    quantities: Sequence[str] = ("calls", "prompt_tokens", "wall_s", "usd"),
+    quantities: Sequence[str] = ("calls", "prompt_tokens", "endpoint_s", "usd"),
     value: Literal["total", "per_user"] = "total",
 ) -> Any:
     """How each cost grows with users (x axis) and candidates (line style), per method.
+
+    Time is the endpoint time recorded with each reply (``endpoint_s``), which a warm
+    rerun replays from the cache, not the wall time of the rerun (``wall_s``).
 
     Taught in: notebook 06, section 6 "Cost".
 
@@ -185,6 +200,8 @@ def scaling_figure(
     """
     import matplotlib.pyplot as plt
     import seaborn as sns
+
+    from recagents.plotting import integer_axis, note_if_degenerate
 
     shown = [q for q in quantities if q in set(frame["quantity"])]
     if not shown:
@@ -202,7 +219,12 @@ def scaling_figure(
                 group["n_users"], group[value], marker="o", color=colors[method],
                 linestyle=styles[n_candidates], label=f"{method}, {n_candidates} candidates",
             )  # fmt: skip
-        ax.set(xlabel="users", ylabel=f"{quantity} ({value.replace('_', ' ')})", title=quantity)
+        title, unit = QUANTITY_LABELS.get(quantity, (quantity, quantity))
+        per = " per user" if value == "per_user" else ""
+        ax.set(xlabel="users", ylabel=f"{unit}{per}", title=title)
+        ax.set_ylim(bottom=0)
+        integer_axis(ax, "x")
+        note_if_degenerate(ax, part[value], "sizes")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig

@@ -3,8 +3,9 @@
 ``chat``, ``chat_json`` and ``map`` use one process-wide :class:`LLMClient` built from the
 environment (see :mod:`recagents.config`): with nothing set, the embedded SmolLM2-135M behind
 a local llama.cpp server; with ``RECAGENTS_LLM_BASE_URL`` and ``RECAGENTS_LLM_MODEL``, any
-OpenAI-compatible endpoint. ``embed`` gives cached text embeddings. Importing this package
-starts nothing.
+OpenAI-compatible endpoint; with ``RECAGENTS_REPLAY`` naming a reply bundle, no endpoint at
+all (see :mod:`recagents.llm.bundle`). ``embed`` gives cached text embeddings. Importing this
+package starts nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from recagents.llm.bundle import (
+    BundleError,
+    ReplayMissError,
+    export_bundle,
+    import_bundle,
+    read_bundle,
+)
 from recagents.llm.client import (
     ChatRequest,
     ChatResult,
@@ -24,17 +32,22 @@ from recagents.llm.client import (
 from recagents.llm.embed import Embedder, embed
 
 __all__ = [
+    "BundleError",
     "ChatRequest",
     "ChatResult",
     "Embedder",
     "EndpointUnreachableError",
     "LLMClient",
+    "ReplayMissError",
     "Usage",
     "chat",
     "chat_json",
     "embed",
+    "export_bundle",
     "get_client",
+    "import_bundle",
     "map",
+    "read_bundle",
     "reset_client",
 ]
 

@@ -8,11 +8,16 @@ endpoint cannot be reached.
 ``python -m recagents.llm serve`` starts the embedded llama.cpp server in the foreground and
 prints the variables that point other processes at it, so one server (and its prompt cache)
 serves a whole ``make reproduce`` run instead of one per notebook kernel.
+
+``python -m recagents.llm bundle export|import|show|verify`` writes the replies of a run to
+one portable file, fills a cache from one, and shows or checks one (see
+:mod:`recagents.llm.bundle`); ``RECAGENTS_REPLAY=FILE`` then replays it with no endpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -29,6 +34,8 @@ CHECK_SCHEMA = {
 def check() -> int:
     """Run the round trips and print a short report; return the exit status."""
     config = settings()
+    if os.environ.get("RECAGENTS_REPLAY"):
+        return check_replay()
     client = LLMClient(cache=False)
     print(f"backend:  {client.backend}")
     print(f"model:    {client.model}")
@@ -67,6 +74,52 @@ def check() -> int:
     status = f"ok {structured.data}" if structured.ok else f"FAILED ({structured.error})"
     print(f"json:     {status} via {client.structured_mode}")
     return 0 if structured.ok else 1
+
+
+def check_replay() -> int:
+    """In replay-only mode: verify and import the bundle, and say that no endpoint is used."""
+    from recagents.llm.bundle import BundleError, describe_bundle
+
+    try:
+        client = LLMClient()
+    except BundleError as error:
+        print(f"error:    {error}")
+        return 1
+    print(f"backend:  {client.backend} (replay-only: no endpoint, no key, no local server)")
+    print(f"model:    {client.model} ({client.structured_mode})")
+    print(f"cache:    {settings().llm_cache_path}")
+    print(describe_bundle(client.replay.manifest))
+    return 0
+
+
+def bundle(args: argparse.Namespace) -> int:
+    """Run ``bundle export|import|show|verify``; errors are one line on stderr, status 1."""
+    from recagents.llm import bundle as bundles
+
+    try:
+        if args.action == "export":
+            manifest = bundles.export_bundle(
+                args.out,
+                cache=args.cache or settings().llm_cache_path,
+                keylogs=args.keys,
+                notebooks=args.notebook,
+                profile=args.profile,
+                endpoint=args.endpoint or settings().llm_base_url,
+            )
+            print(f"wrote {args.out}: {manifest['entries']} replies")
+        elif args.action == "import":
+            new = bundles.import_bundle(args.bundle, args.cache or settings().llm_cache_path)
+            print(f"imported {args.bundle}: {new} new replies")
+        else:
+            manifest, _entries = bundles.read_bundle(args.bundle)
+            if args.action == "show":
+                print(bundles.describe_bundle(manifest))
+            else:
+                print(f"ok: {args.bundle}: {manifest['entries']} replies, every checksum matches")
+    except bundles.BundleError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def runtime_summary() -> str:
@@ -109,16 +162,37 @@ def serve(port: int) -> int:
     return 0
 
 
+def _parser() -> argparse.ArgumentParser:
+    """The command line: ``check``, ``serve`` and ``bundle export|import|show|verify``."""
+    parser = argparse.ArgumentParser(prog="python -m recagents.llm")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("check", help="one round trip (in replay mode: check the bundle)")
+    serve_parser = commands.add_parser("serve", help="run the embedded server for others")
+    serve_parser.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
+    actions = commands.add_parser("bundle", help="export, import, show or verify a reply bundle")
+    actions = actions.add_subparsers(dest="action", required=True)
+    export = actions.add_parser("export", help="write a run's replies to one bundle file")
+    export.add_argument("--out", required=True, help="the bundle file to write")
+    export.add_argument("--cache", help="cache directory or file (default: RECAGENTS_CACHE_DIR)")
+    export.add_argument(
+        "--keys", action="append", default=[], help="only the keys of this RECAGENTS_KEYLOG file"
+    )
+    export.add_argument("--notebook", action="append", default=[], help="notebook run (record)")
+    export.add_argument("--profile", help="profile of the run, e.g. paper (recorded)")
+    export.add_argument("--endpoint", help="endpoint URL used (only its host is recorded)")
+    load = actions.add_parser("import", help="verify a bundle and add its replies to a cache")
+    load.add_argument("bundle")
+    load.add_argument("--cache", help="cache directory or file (default: RECAGENTS_CACHE_DIR)")
+    for name in ("show", "verify"):
+        actions.add_parser(name, help=f"{name} a bundle").add_argument("bundle")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m recagents.llm")
-    parser.add_argument(
-        "command",
-        choices=["check", "serve"],
-        help="check: one round trip; serve: run the embedded server for other processes",
-    )
-    parser.add_argument("--port", type=int, default=0, help="serve: port (0 picks a free one)")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
+    if args.command == "bundle":
+        return bundle(args)
     return check() if args.command == "check" else serve(args.port)
 
 

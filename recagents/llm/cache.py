@@ -11,6 +11,10 @@ A request is a plain dict, for example
 SHA-256 of its canonical JSON (:func:`request_key`). A request must never hold credentials:
 both :func:`request_key` and :meth:`ResponseCache.put` refuse one that does.
 
+With ``RECAGENTS_KEYLOG=path`` set, every key a cache serves or stores is appended to that
+text file, one per line: the list of replies one run used, which
+:func:`recagents.llm.bundle.export_bundle` can export from a cache shared by many runs.
+
 Nothing happens at import time; a file is opened only by :class:`ResponseCache`.
 """
 
@@ -33,6 +37,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "CREDENTIAL_KEYS",
+    "KEYLOG_ENV",
     "PRICES",
     "SCHEMA_VERSION",
     "CacheError",
@@ -62,6 +67,9 @@ _SECRET_ENV = re.compile(
     r"(^|_)(API_?KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PASSWORD|PASSWD)$", re.IGNORECASE
 )
 _MIN_SECRET_LEN = 12
+
+KEYLOG_ENV = "RECAGENTS_KEYLOG"
+"""Environment variable naming a file to which every key served or stored is appended."""
 
 _GET_MANY_CHUNK = 500
 _ABANDONED: list[sqlite3.Connection | None] = []  # connections inherited through fork
@@ -283,15 +291,21 @@ class ResponseCache:
     Args:
         path: The cache file; its parent folders are created.
         timeout_s: How long one statement waits for other processes' locks.
+        keylog: A text file to which every key served (a hit) or stored is appended, one per
+            line; ``None`` reads ``RECAGENTS_KEYLOG`` (unset: no log).
 
     Raises:
         CacheVersionError: If the file holds another schema version.
         CacheError: If the file is not an SQLite database or not a reply cache.
     """
 
-    def __init__(self, path: str | Path, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, path: str | Path, timeout_s: float = 60.0, keylog: str | Path | None = None
+    ) -> None:
         self.path = Path(path).expanduser().resolve()
         self.timeout_s = float(timeout_s)
+        keylog = keylog if keylog is not None else os.environ.get(KEYLOG_ENV) or None
+        self.keylog = Path(keylog).expanduser() if keylog else None
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = None
@@ -405,9 +419,21 @@ class ResponseCache:
             assert conn is not None
             return self._retry(lambda: fn(conn))
 
-    def __reduce__(self) -> tuple[type[ResponseCache], tuple[Path, float]]:
-        """Pickle as (path, timeout): the receiving process opens its own connection."""
-        return (self.__class__, (self.path, self.timeout_s))
+    def __reduce__(self) -> tuple[type[ResponseCache], tuple[Path, float, Path | None]]:
+        """Pickle as (path, timeout, keylog): the receiving process opens its own connection."""
+        return (self.__class__, (self.path, self.timeout_s, self.keylog))
+
+    def _note(self, keys: Sequence[str]) -> None:
+        """Append served or stored keys to the key log, if there is one.
+
+        One ``write`` of whole lines to a file opened for appending, so that several processes
+        logging at once do not interleave inside a line.
+        """
+        if self.keylog is None or not keys:
+            return
+        self.keylog.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, open(self.keylog, "a", encoding="ascii") as log:
+            log.write("".join(f"{key}\n" for key in keys))
 
     # -- reading
 
@@ -416,7 +442,10 @@ class ResponseCache:
         row = self._run(
             lambda c: c.execute(f"SELECT {_COLUMNS} FROM replies WHERE key = ?", (key,)).fetchone()
         )
-        return None if row is None else _row_to_reply(row)
+        if row is None:
+            return None
+        self._note([key])
+        return _row_to_reply(row)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, CachedReply]:
         """Return the stored replies of many keys at once; misses are left out.
@@ -434,6 +463,7 @@ class ResponseCache:
             for row in rows:
                 reply = _row_to_reply(row)
                 out[reply.key] = reply
+        self._note(list(out))
         return out
 
     def __contains__(self, key: object) -> bool:
@@ -449,6 +479,37 @@ class ResponseCache:
         """Iterate over stored keys (a snapshot taken now)."""
         keys = self._run(lambda c: c.execute("SELECT key FROM replies ORDER BY key").fetchall())
         return iter([k for (k,) in keys])
+
+    def entries(self, keys: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Return whole stored rows, request included, sorted by key; for exporting.
+
+        Args:
+            keys: Only these keys (unknown ones are left out); ``None`` for every row.
+
+        Returns:
+            One dict per row: ``key``, ``request`` (the parsed request), ``reply``, ``model``,
+            ``prompt_tokens``, ``completion_tokens`` and ``latency_s``.
+        """
+        columns = "key, request, reply, model, prompt_tokens, completion_tokens, latency_s"
+        if keys is None:
+            sql = f"SELECT {columns} FROM replies ORDER BY key"
+            rows = self._run(lambda c: c.execute(sql).fetchall())
+        else:
+            rows = []
+            unique = sorted(set(keys))
+            for start in range(0, len(unique), _GET_MANY_CHUNK):
+                chunk = unique[start : start + _GET_MANY_CHUNK]
+                sql = f"SELECT {columns} FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
+                rows += self._run(lambda c, sql=sql, chunk=chunk: c.execute(sql, chunk).fetchall())
+            rows.sort()
+        names = ("key", "request", "reply", "model", "prompt_tokens", "completion_tokens")
+        out = []
+        for row in rows:
+            entry = dict(zip((*names, "latency_s"), row, strict=True))
+            entry["request"] = json.loads(entry["request"])
+            entry["reply"] = json.loads(entry["reply"])
+            out.append(entry)
+        return out
 
     def totals(self, model: str | None = None) -> CacheTotals:
         """Sum rows, tokens and original latency over stored replies, optionally of one model."""
@@ -517,6 +578,60 @@ class ResponseCache:
             "completion_tokens, latency_s, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
         self._run(lambda c: c.execute(sql, params))
+        self._note([key])
+
+    def put_many(self, entries: Sequence[Mapping[str, Any]]) -> int:
+        """Store many replies in one transaction (all or none); stored keys are kept.
+
+        Why: importing a bundle of thousands of replies must either fill the cache or leave
+        it as it was, never half-filled.
+
+        Args:
+            entries: Dicts with the fields of :meth:`entries`; each request is refused if it
+                holds credentials.
+
+        Returns:
+            How many rows were new.
+
+        Raises:
+            ValueError: If a request holds credentials or a count or latency is negative.
+        """
+        now = time.time()
+        rows = []
+        for entry in entries:
+            counts = (entry["prompt_tokens"], entry["completion_tokens"], entry["latency_s"])
+            if min(counts) < 0:
+                raise ValueError(f"entry {entry['key']}: token counts and latency must be >= 0")
+            rows.append(
+                (
+                    str(entry["key"]),
+                    canonical_json(entry["request"]),
+                    json.dumps(dict(entry["reply"]), ensure_ascii=False),
+                    str(entry["model"]),
+                    int(counts[0]),
+                    int(counts[1]),
+                    float(counts[2]),
+                    now,
+                )
+            )
+        sql = (
+            "INSERT OR IGNORE INTO replies (key, request, reply, model, prompt_tokens, "
+            "completion_tokens, latency_s, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+
+        def insert(conn: sqlite3.Connection) -> int:
+            before = conn.total_changes
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return conn.total_changes - before
+
+        return int(self._run(insert))
 
     # -- lifetime
 

@@ -12,12 +12,10 @@ thousand-call loop. Keys come only from the environment and are never stored or 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
+import dataclasses
 import json
-import math
+import os
 import random
-import re
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Sequence
@@ -26,13 +24,19 @@ from typing import Any, Literal, TypeVar
 
 from recagents.config import Settings, settings
 from recagents.llm.cache import ResponseCache, price_for, request_key
+from recagents.llm.wire import (  # noqa: F401  (re-exported: the client's public names)
+    GRAMMAR_MAX_LENGTH,
+    MAX_RETRY_AFTER_S,
+    _describe,
+    _MalformedReply,
+    _read_completion,
+    _retry_after,
+    parse_json_reply,
+    response_format,
+    retry_after_seconds,
+)
 
 _T = TypeVar("_T")
-
-#: Most seconds one ``Retry-After`` may make us wait.
-MAX_RETRY_AFTER_S = 60.0
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -172,10 +176,6 @@ class _LoopThread:
             raise
 
 
-class _MalformedReply(Exception):
-    """The endpoint answered 200 with something that is not a chat completion."""
-
-
 class _TransportFailure(Exception):
     """A request that failed through all its attempts; carries how many were made."""
 
@@ -201,125 +201,63 @@ class EndpointUnreachableError(RuntimeError):
     """
 
 
-def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
-    """Reply text, finish reason and token counts of a chat completion given as JSON.
+@dataclass
+class _Tries:
+    """What the HTTP attempts at one completion met so far (see ``LLMClient._attempt``)."""
 
-    Raises:
-        _MalformedReply: The endpoint answered with something else (e.g. a proxy's page).
+    last_error: Exception | None = None
+    delay: float | None = None  # a server's Retry-After, if it sent one
+    refused: int = 0  # connection errors (not timeouts)
+    stop: bool = False  # a status that retrying cannot fix
+
+
+@dataclass
+class _Progress:
+    """Totals over the completions of one request so far, re-asks included."""
+
+    tag: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 0
+    cached: bool = True
+    text: str | None = None
+    reasks: int = 0
+
+    def add(self, reply: dict[str, Any]) -> None:
+        """Count one completion (from the cache or the endpoint)."""
+        self.prompt_tokens += reply["prompt_tokens"]
+        self.completion_tokens += reply["completion_tokens"]
+        self.latency_s += reply["latency_s"]
+        self.attempts += reply["attempts"]
+        self.cached = self.cached and reply["cached"]
+        self.text = reply["text"]
+
+    def result(self, ok: bool, **outcome: Any) -> ChatResult:
+        """The :class:`ChatResult` so far; ``outcome`` sets data, error, failure or cached."""
+        return ChatResult(ok=ok, **{**dataclasses.asdict(self), **outcome})
+
+
+def _completion(reply: dict[str, Any], *counts: float) -> dict[str, Any]:
+    """A completion as ``LLMClient._complete`` returns it.
+
+    ``counts`` are prompt tokens, completion tokens, latency and attempts (0: from the cache).
     """
+    names = ("prompt_tokens", "completion_tokens", "latency_s", "attempts")
+    return {**reply, "cached": counts[3] == 0, **dict(zip(names, counts, strict=True))}
+
+
+def _validate(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
+    """Parse a structured reply and check it against ``schema``: ``(data, None)`` or the problem."""
+    import jsonschema  # imported here: it takes seconds, and plain chat never needs it
+
     try:
-        choices = response["choices"]
-        if not isinstance(choices, list):
-            raise TypeError("choices is not a list")
-        if not choices:
-            raise _MalformedReply("the completion has no choices")
-        choice = choices[0]
-        message = choice.get("message")
-        if not isinstance(message, dict):
-            shape = "a legacy text completion" if "text" in choice else "no message"
-            raise _MalformedReply(f"the completion's first choice has {shape}")
-        text = message.get("content")
-        if not isinstance(text, str):
-            raise _MalformedReply(f"the completion's message content is {type(text).__name__}")
-        usage = response.get("usage") or {}
-        reply = {"text": text, "finish_reason": choice.get("finish_reason")}
-        return reply, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-        raise _MalformedReply(f"reply is not a chat completion: {str(response)[:80]}") from error
-
-
-def parse_json_reply(text: str) -> Any:
-    """Parse a reply that should be JSON, tolerating a code fence and raw control characters.
-
-    Small models under a llama.cpp grammar sometimes put a raw newline inside a string,
-    which strict JSON forbids; the text is still unambiguous, so it is accepted.
-    """
-    match = _FENCE.match(text)
-    return json.loads(match.group(1) if match else text, strict=False)
-
-
-def response_format(schema: dict[str, Any], mode: str) -> dict[str, Any]:
-    """Translate a JSON schema into the ``response_format`` a backend accepts.
-
-    llama-cpp-python's server takes ``{"type": "json_object", "schema": ...}`` and rejects
-    ``json_schema``; OpenAI and vLLM take ``{"type": "json_schema", "json_schema": ...}``.
-    """
-    if mode == "json_object":
-        return {"type": "json_object", "schema": _clamp_max_length(schema)}
-    if mode == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
-    raise ValueError(f"unknown structured-output mode {mode!r}")
-
-
-#: Longest string cap sent to a llama.cpp grammar. Measured: llama-cpp-python 0.3.36's server
-#: answers a string ``maxLength`` up to 1,000 but drops the connection at 1,100 and above.
-GRAMMAR_MAX_LENGTH = 1000
-
-
-def _clamp_max_length(schema: Any) -> Any:
-    """A copy of ``schema`` whose string ``maxLength`` caps are at most GRAMMAR_MAX_LENGTH.
-
-    Only what is sent to a llama.cpp server is clamped; replies are still validated against
-    the caller's schema, which the clamped one can only tighten.
-    """
-    if isinstance(schema, dict):
-        clamped = {key: _clamp_max_length(value) for key, value in schema.items()}
-        if isinstance(clamped.get("maxLength"), int):
-            clamped["maxLength"] = min(clamped["maxLength"], GRAMMAR_MAX_LENGTH)
-        return clamped
-    if isinstance(schema, list):
-        return [_clamp_max_length(value) for value in schema]
-    return schema
-
-
-def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
-    """Seconds a server asked us to wait, from ``retry-after-ms`` or ``Retry-After``.
-
-    ``Retry-After`` is either a number of seconds or an HTTP date (RFC 9110, section
-    10.2.3); both are read, the date with the standard library's RFC 5322 date parser,
-    as the openai SDK does. The result is clamped to ``[0, MAX_RETRY_AFTER_S]``.
-
-    Args:
-        headers: The response headers (any mapping with case-insensitive ``get``).
-        now: The current POSIX time (for tests); default ``time.time()``.
-    """
-    if not hasattr(headers, "get"):
-        return None
-    seconds: float | None = None
-    milliseconds = headers.get("retry-after-ms")
-    value = headers.get("retry-after")
-    with contextlib.suppress(TypeError, ValueError):
-        if milliseconds is not None:
-            seconds = float(milliseconds) / 1000.0
-    if seconds is None and value is not None:
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):
-                when = email.utils.parsedate_to_datetime(str(value))
-                seconds = when.timestamp() - (time.time() if now is None else now)
-    if seconds is None or not math.isfinite(seconds):
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
-
-
-def _retry_after(error: Exception) -> float | None:
-    response = getattr(error, "response", None)
-    return retry_after_seconds(getattr(response, "headers", None) or {})
-
-
-_KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*.]{4,}", re.IGNORECASE)
-
-
-def _describe(error: Exception, secret: str | None = None) -> str:
-    """One line naming the error class and status, with anything key-like masked."""
-    status = getattr(error, "status_code", None)
-    message = str(getattr(error, "message", "") or error)
-    if secret:
-        message = message.replace(secret, "***")
-    message = _KEY_LIKE.sub(r"\1-***", message)
-    message = (message.splitlines() or [""])[0][:200]
-    return f"{type(error).__name__}{f' {status}' if status else ''}: {message}"
+        data = parse_json_reply(text)
+        jsonschema.validate(data, schema)
+    except (json.JSONDecodeError, jsonschema.ValidationError) as error:
+        problem = error.msg if isinstance(error, json.JSONDecodeError) else error.message
+        return None, problem[:200]
+    return data, None
 
 
 class LLMClient:
@@ -331,6 +269,8 @@ class LLMClient:
         api_key: Credential; ``None`` reads ``OPENAI_API_KEY`` via the settings.
         config: Settings to use (default: read from the environment now).
         cache: Response cache (default: the settings' cache file); ``False`` disables it.
+        replay: A reply bundle to replay with no endpoint (default: ``RECAGENTS_REPLAY``);
+            see :mod:`recagents.llm.bundle`. Its model and structured mode become defaults.
         backoff_base_s: First retry delay; doubles per attempt, with full jitter.
         backoff_max_s: Cap on one retry delay (a ``Retry-After`` may ask for more).
     """
@@ -344,18 +284,22 @@ class LLMClient:
         cache: ResponseCache | Literal[False] | None = None,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 20.0,
+        replay: str | os.PathLike[str] | None = None,
     ) -> None:
         self.config = config or settings()
-        self._explicit_url = base_url or self.config.llm_base_url
-        self.local = self._explicit_url is None
-        self._model = model or self.config.llm_model
-        self._api_key = api_key or self.config.api_key
         if cache is None:
             cache = ResponseCache(self.config.llm_cache_path)
         self.cache: ResponseCache | None = None if cache is False else cache
+        self.replay = _start_replay(replay or os.environ.get("RECAGENTS_REPLAY"), self.cache)
+        self._explicit_url = base_url or self.config.llm_base_url
+        self.local = self._explicit_url is None and self.replay is None
+        self._model = model or self.config.llm_model or (self.replay and self.replay.model)
+        self._api_key = api_key or self.config.api_key
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         mode = self.config.llm_structured
+        if mode == "auto" and self.replay is not None:
+            mode = self.replay.structured or mode
         self.structured_mode = (
             ("json_object" if self.local else "json_schema") if mode == "auto" else mode
         )
@@ -376,11 +320,18 @@ class LLMClient:
             from recagents.llm.local import MODEL_ALIAS
 
             return MODEL_ALIAS
+        if self.replay is not None:
+            models = self.replay.manifest.get("chat_models")
+            raise ValueError(
+                f"{self.backend} holds several models {models}: set RECAGENTS_LLM_MODEL"
+            )
         raise ValueError("RECAGENTS_LLM_MODEL must be set together with RECAGENTS_LLM_BASE_URL")
 
     @property
     def backend(self) -> str:
-        """``local`` for the embedded server, else the endpoint URL."""
+        """``local`` for the embedded server, ``replay <bundle>``, else the endpoint URL."""
+        if self.replay is not None:
+            return f"replay {self.replay.path}"
         return "local" if self.local else str(self._explicit_url)
 
     @property
@@ -390,6 +341,8 @@ class LLMClient:
 
     def base_url(self) -> str:
         """The endpoint URL, starting the embedded server if it is the backend."""
+        if self.replay is not None:
+            raise RuntimeError(f"{self.backend}: replay-only mode never contacts an endpoint")
         if self.local:
             from recagents.llm.local import get_local_server
 
@@ -434,6 +387,67 @@ class LLMClient:
             "sample": request.sample,
         }
 
+    async def _cached(self, key: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored reply of ``key`` as a completion (prefetched or looked up), or ``None``."""
+        if self.cache is None:
+            return None
+        hit = state["prefetched"].get(key)
+        if hit is None and key not in state["prefetched"]:
+            hit = await asyncio.to_thread(self.cache.get, key)
+        if hit is None:
+            return None
+        return _completion(hit.reply, hit.prompt_tokens, hit.completion_tokens, hit.latency_s, 0)
+
+    def _body(self, request: ChatRequest, messages: Sequence[dict[str, str]]) -> dict[str, Any]:
+        """The JSON body posted to ``/chat/completions``."""
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        body.update(request.sampling())
+        if request.schema is not None:
+            body["response_format"] = response_format(request.schema, self.structured_mode)
+        return body
+
+    async def _attempt(
+        self, state: dict[str, Any], body: dict[str, Any], attempt: int, tries: _Tries
+    ) -> tuple[dict[str, Any], int, int] | None:
+        """One HTTP attempt: the reply and token counts, or ``None`` with ``tries`` updated.
+
+        Raises:
+            _TransportFailure: The embedded server died; retrying it cannot help.
+        """
+        from openai import APIConnectionError, APIStatusError, APITimeoutError
+
+        try:
+            client = self._client(state["url"])
+            # Posted as plain JSON: the SDK's typed ``chat.completions.create`` re-walks every
+            # message and builds pydantic models of the reply (a third of our CPU per request).
+            response = await client.post("/chat/completions", body=body, cast_to=dict)
+            return _read_completion(response)
+        except APIStatusError as error:
+            tries.last_error, tries.delay = error, _retry_after(error)
+            if error.status_code != 429 and error.status_code < 500:
+                if error.status_code in _CONFIGURATION_STATUSES:
+                    state["fatal"] = _describe(error, self._api_key)
+                tries.stop = True  # 400/401/404...: retrying cannot help
+        except (APITimeoutError, APIConnectionError) as error:
+            tries.last_error, tries.delay = error, None
+            tries.refused += not isinstance(error, APITimeoutError)
+            dead = self._local_failure()
+            if dead:  # retrying a dead embedded server cannot help; the next batch restarts it
+                state["down"] = dead
+                raise _TransportFailure(dead, attempt) from error
+        except (_MalformedReply, ValueError) as error:  # e.g. a gateway's HTML page
+            tries.last_error, tries.delay = error, None
+        return None
+
+    def _give_up(self, state: dict[str, Any], tries: _Tries, attempts: int) -> _TransportFailure:
+        """The failure after the last attempt; marks the endpoint down if it always refused."""
+        error = tries.last_error
+        message = _describe(error, self._api_key) if error else "no attempt made"
+        message = f"{message} (endpoint {state['url'] or self.backend})"
+        if tries.refused == self.config.llm_max_attempts:
+            state["down"] = f"endpoint unreachable: {message}"
+        return _TransportFailure(message, attempts)
+
     async def _complete(
         self,
         request: ChatRequest,
@@ -441,66 +455,28 @@ class LLMClient:
         state: dict[str, Any],
         first_key: str | None = None,
     ) -> dict[str, Any]:
-        """One completion through the cache, retrying transport errors; raises on failure."""
+        """One completion through the cache, retrying transport errors; raises on failure.
+
+        Steps: the cache; in replay-only mode, a miss stops here; then up to
+        ``llm_max_attempts`` HTTP attempts with capped, jittered backoff; a reply is cached.
+        """
         key_request = self._key_request(request, messages)
         key = first_key if first_key and messages is request.messages else request_key(key_request)
-        if self.cache is not None:
-            hit = state["prefetched"].get(key)
-            if hit is None and key not in state["prefetched"]:
-                hit = await asyncio.to_thread(self.cache.get, key)
-            if hit is not None:
-                return {
-                    **hit.reply,
-                    "cached": True,
-                    "prompt_tokens": hit.prompt_tokens,
-                    "completion_tokens": hit.completion_tokens,
-                    "latency_s": hit.latency_s,
-                    "attempts": 0,
-                }
+        hit = await self._cached(key, state)
+        if hit is not None:
+            return hit
+        if self.replay is not None:
+            raise self.replay.miss(key_request, key, tag=request.tag, batch=state.get("desc", ""))
         if state.get("down"):
             raise _EndpointDown(state["down"])
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": list(messages),
-            **request.sampling(),
-        }
-        if request.schema is not None:
-            kwargs["response_format"] = response_format(request.schema, self.structured_mode)
-        from openai import APIConnectionError, APIStatusError, APITimeoutError
-
-        last_error: Exception | None = None
-        refused = 0
+        body, tries = self._body(request, messages), _Tries()
         for attempt in range(1, self.config.llm_max_attempts + 1):
             started = time.perf_counter()
             self.usage.http_calls += 1
-            try:
-                client = self._client(state["url"])
-                # The SDK's typed ``chat.completions.create`` re-walks every message through
-                # its TypedDict transform and builds pydantic models of the reply (a third of
-                # the client's CPU per request); the body is plain JSON already, so it is
-                # posted as is and the reply read as plain JSON.
-                response = await client.post("/chat/completions", body=kwargs, cast_to=dict)
-                reply, prompt_tokens, completion_tokens = _read_completion(response)
-            except APIStatusError as error:
-                last_error = error
-                if error.status_code != 429 and error.status_code < 500:
-                    if error.status_code in _CONFIGURATION_STATUSES:
-                        state["fatal"] = _describe(error, self._api_key)
-                    break  # 400/401/404...: retrying cannot help
-                delay = _retry_after(error)
-            except (APITimeoutError, APIConnectionError) as error:
-                last_error = error
-                delay = None
-                refused += not isinstance(error, APITimeoutError)
-                dead = self._local_failure()
-                if dead:  # retrying a dead embedded server cannot help; the next batch restarts it
-                    state["down"] = dead
-                    raise _TransportFailure(dead, attempt) from error
-            except (_MalformedReply, ValueError) as error:  # e.g. a gateway's HTML page
-                last_error = error
-                delay = None
-            else:
+            completion = await self._attempt(state, body, attempt, tries)
+            if completion is not None:
                 latency = time.perf_counter() - started
+                reply, prompt_tokens, completion_tokens = completion
                 if self.cache is not None:
                     await asyncio.to_thread(
                         self.cache.put,
@@ -512,24 +488,13 @@ class LLMClient:
                         completion_tokens=completion_tokens,
                         latency_s=latency,
                     )
-                return {
-                    **reply,
-                    "cached": False,
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "latency_s": latency,
-                    "attempts": attempt,
-                }
+                return _completion(reply, prompt_tokens, completion_tokens, latency, attempt)
+            if tries.stop:
+                break
             if attempt < self.config.llm_max_attempts:
-                backoff = random.uniform(
-                    0, min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
-                )
-                await asyncio.sleep(max(backoff, delay or 0.0))
-        message = _describe(last_error, self._api_key) if last_error else "no attempt made"
-        message = f"{message} (endpoint {state['url'] or self.backend})"
-        if refused == self.config.llm_max_attempts:
-            state["down"] = f"endpoint unreachable: {message}"
-        raise _TransportFailure(message, attempt)
+                cap = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+                await asyncio.sleep(max(random.uniform(0, cap), tries.delay or 0.0))
+        raise self._give_up(state, tries, attempt)
 
     def _local_failure(self) -> str | None:
         """Why the embedded server died, when it is the backend and it did; else ``None``."""
@@ -542,67 +507,32 @@ class LLMClient:
     async def _one(
         self, request: ChatRequest, state: dict[str, Any], key: str | None = None
     ) -> ChatResult:
-        """A whole request: completion, then (with a schema) parse, validate and re-ask."""
-        messages = request.messages
-        totals = {"prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0, "attempts": 0}
-        cached, text, reasks = True, None, 0
+        """A whole request: completion, then (with a schema) parse, validate and re-ask.
+
+        Each round adds its completion to a :class:`_Progress`; a transport failure, a plain
+        reply, a valid reply or the last invalid one ends the request.
+        """
+        messages, progress = request.messages, _Progress(tag=request.tag)
         for round_ in range(self.config.llm_max_reasks + 1 if request.schema else 1):
             try:
                 reply = await self._complete(request, messages, state, key)
             except (_TransportFailure, _EndpointDown) as error:
-                totals["attempts"] += getattr(error, "attempts", 0)
-                return ChatResult(
-                    ok=False,
-                    text=text,
-                    error=str(error),
-                    failure="transport",
-                    cached=False,
-                    reasks=reasks,
-                    tag=request.tag,
-                    **totals,
-                )
-            for name in totals:
-                totals[name] += reply[name]
-            cached = cached and reply["cached"]
-            text = reply["text"]
+                progress.attempts += getattr(error, "attempts", 0)
+                return progress.result(False, error=str(error), failure="transport", cached=False)
+            progress.add(reply)
             if request.schema is None:
-                return ChatResult(ok=True, text=text, cached=cached, tag=request.tag, **totals)
-            import jsonschema  # imported here: it takes seconds, and plain chat never needs it
-
-            try:
-                data = parse_json_reply(text)
-                jsonschema.validate(data, request.schema)
-            except (json.JSONDecodeError, jsonschema.ValidationError) as error:
-                problem = (error.msg if isinstance(error, json.JSONDecodeError) else error.message)[
-                    :200
-                ]
-                if round_ == self.config.llm_max_reasks:
-                    return ChatResult(
-                        ok=False,
-                        text=text,
-                        error=f"invalid output: {problem}",
-                        failure="invalid",
-                        cached=cached,
-                        reasks=reasks,
-                        tag=request.tag,
-                        **totals,
-                    )
-                reasks += 1
-                messages = [
-                    *messages,
-                    {"role": "assistant", "content": text},
-                    {"role": "user", "content": _reask_message(problem)},
-                ]
-                continue
-            return ChatResult(
-                ok=True,
-                text=text,
-                data=data,
-                cached=cached,
-                reasks=reasks,
-                tag=request.tag,
-                **totals,
-            )
+                return progress.result(True)
+            data, problem = _validate(reply["text"], request.schema)
+            if problem is None:
+                return progress.result(True, data=data)
+            if round_ == self.config.llm_max_reasks:
+                return progress.result(False, error=f"invalid output: {problem}", failure="invalid")
+            progress.reasks += 1
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply["text"]},
+                {"role": "user", "content": _reask_message(problem)},
+            ]
         raise AssertionError("unreachable")
 
     def _account(self, results: Iterable[ChatResult], wall_s: float) -> None:
@@ -677,11 +607,18 @@ class LLMClient:
         # batch, which then resumes from the cache, rather than silently in the middle.
         keys = [request_key(self._key_request(r, r.messages)) for r in requests]
         prefetched: dict[str, Any] = self.cache.get_many(keys) if self.cache is not None else {}
-        url = self.base_url() if len(prefetched) < len(set(keys)) else ""
+        missing = [i for i, key in enumerate(keys) if key not in prefetched]
+        if missing and self.replay is not None:  # replay-only: stop before anything is done
+            first = requests[missing[0]]
+            key_request = self._key_request(first, first.messages)
+            raise self.replay.miss(
+                key_request, keys[missing[0]], tag=first.tag, batch=desc, missing=len(missing)
+            )
+        url = self.base_url() if missing else ""
         bar = tqdm(total=len(requests), desc=desc, disable=not progress or len(requests) < 2)
         started = time.perf_counter()
 
-        state: dict[str, Any] = {"url": url, "prefetched": prefetched}
+        state: dict[str, Any] = {"url": url, "prefetched": prefetched, "desc": desc}
 
         async def run_all() -> None:
             semaphore = asyncio.Semaphore(limit)
@@ -728,6 +665,15 @@ def _reask_message(problem: str) -> str:
         f"That reply could not be used ({problem}). Answer again with only a JSON object "
         "that matches the required schema, and nothing else."
     )
+
+
+def _start_replay(bundle: Any, cache: ResponseCache | None) -> Any:
+    """The :class:`recagents.llm.bundle.Replay` of ``bundle`` (imported into ``cache``), or None."""
+    if not bundle:
+        return None
+    from recagents.llm.bundle import start_replay
+
+    return start_replay(bundle, cache)
 
 
 _DEFAULT: LLMClient | None = None

@@ -102,6 +102,12 @@ class Embedder:
             vectors = _local_model().encode(texts, batch_size=self.batch_size)
             per_text = (time.perf_counter() - started) / max(1, len(texts))
             return [(v.astype(float).tolist(), 0, per_text) for v in vectors]
+        if os.environ.get("RECAGENTS_REPLAY"):
+            raise EmbeddingError(
+                f"replay-only mode (RECAGENTS_REPLAY={os.environ['RECAGENTS_REPLAY']}): the "
+                f"bundle holds no {self.remote_model} embedding for {len(texts)} texts, "
+                f"e.g. {texts[0][:200]!r}"
+            )
         if not self.config.llm_base_url:
             raise EmbeddingError("RECAGENTS_EMBED_MODEL needs RECAGENTS_LLM_BASE_URL as well")
         from openai import OpenAI

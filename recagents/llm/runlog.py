@@ -1,17 +1,19 @@
-"""One call log and one ask helper for every paper's agents.
+"""One call log, one run context and one ask helper for every paper's agents.
 
 Why: every experiment is many batches of model calls, and every notebook reports what they
 cost per phase. :class:`RunLog` keeps one row per call (phase, kind, outcome, tokens,
-endpoint time) and one row per teaching event (a memory before and after, a message);
-:func:`ask` runs one batch through the client and accounts for it; :func:`cost_table`
-turns the calls into the per-phase table every notebook shows (notebook 01, section
-"What it cost", introduces it).
+endpoint time), one row per teaching event (a memory before and after, a message) and a
+count of every unusable reply by problem; :class:`RunContext` is what every step of a paper
+passes down (the client, the log, the phase its calls are accounted under); :func:`ask` runs
+one batch through the client and accounts for it; :func:`cost_table` turns the calls into
+the per-phase table every notebook shows (notebook 01, section "What it cost", introduces
+it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -19,7 +21,7 @@ import pandas as pd
 from recagents.llm.cache import PRICES
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
 
-__all__ = ["CALL_COLUMNS", "RunLog", "ask", "ask_each", "cost_table"]
+__all__ = ["CALL_COLUMNS", "RunContext", "RunLog", "ask", "ask_each", "cost_table"]
 
 #: The columns of :meth:`RunLog.calls_frame`.
 CALL_COLUMNS = (
@@ -37,17 +39,20 @@ CALL_COLUMNS = (
 
 @dataclass
 class RunLog:
-    """Everything a run did: one row per model call, one per memory event.
+    """Everything a run did: one row per model call, one per memory event, counted problems.
 
     ``calls`` feed :func:`cost_table`; ``events`` are the teaching trace (every forward
-    choice, and every memory before and after each reflection).
+    choice, and every memory before and after each reflection); ``problems`` counts the
+    replies a paper could not use, by what was wrong (e.g. ``page_unusable``: Agent4Rec's
+    invalid-output rate), beyond the failures the client itself records per call.
 
-    Taught in: notebook 03, section 0 "Setup"; notebook 04, section 0 "Setup";
-        notebook 05, section 0 "Setup".
+    Taught in: notebook 02, section 0 "Setup"; notebook 03, section 0 "Setup";
+        notebook 04, section 0 "Setup"; notebook 05, section 0 "Setup".
     """
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    problems: dict[str, int] = field(default_factory=dict)
 
     def add_calls(self, phase: str, kind: str, results: Sequence[ChatResult]) -> None:
         """Account for a batch of results of one phase and call kind."""
@@ -66,10 +71,16 @@ class RunLog:
                 }
             )
 
+    def count(self, problem: str, n: int = 1) -> None:
+        """Count ``n`` occurrences of a problem (e.g. an unusable page reply)."""
+        self.problems[problem] = self.problems.get(problem, 0) + n
+
     def extend(self, other: RunLog) -> None:
-        """Append another log's rows."""
+        """Append another log's rows and add its problem counts to this one's."""
         self.calls.extend(other.calls)
         self.events.extend(other.events)
+        for problem, n in other.problems.items():
+            self.count(problem, n)
 
     def calls_frame(self) -> pd.DataFrame:
         """The calls as a frame."""
@@ -120,7 +131,7 @@ def ask_each(
     schema: dict[str, Any] | Sequence[dict[str, Any]],
     *,
     temperature: float,
-    max_tokens: int,
+    max_tokens: int | Sequence[int],
     seed: int | None = 0,
     desc: str | None = None,
     progress: bool = True,
@@ -128,28 +139,87 @@ def ask_each(
     """One structured request per agent (``tags[i]`` asks ``messages[i]``), run as one batch.
 
     The request every paper's agents send: the same sampling for the whole batch, one
-    schema for all (or one per request), the agent's id as the request's tag.
+    schema and one token limit for all (or one per request, e.g. for lists of different
+    lengths), the agent's id as the request's tag.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop._ask and 2 more).
+    Taught in: not shown in a notebook (used by recagents.llm.runlog.RunContext.ask and 2
+        more).
 
     Returns:
         One result per request, in order (empty when there is nothing to ask).
     """
     schemas = [schema] * len(messages) if isinstance(schema, dict) else list(schema)
+    limits = [max_tokens] * len(messages) if isinstance(max_tokens, int) else list(max_tokens)
     requests = [
         ChatRequest(
             messages=m,
             schema=s,
             temperature=temperature,
-            max_tokens=max_tokens,
+            max_tokens=limit,
             seed=seed,
             tag=tag,
         )
-        for tag, m, s in zip(tags, messages, schemas, strict=True)
+        for tag, m, s, limit in zip(tags, messages, schemas, limits, strict=True)
     ]
     if not requests:
         return []
     return ask(client, log, phase, kind, requests, desc=desc, progress=progress)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every step of a paper's agents passes down: the client, the log and the phase.
+
+    One small value instead of the same three arguments on every call: a step asks through
+    :meth:`ask`, which accounts the batch in ``log`` under ``phase``; :meth:`at` derives the
+    context of another phase (the log stays shared, so one run keeps one log).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train and
+        every paper's step functions).
+
+    Attributes:
+        client: The LLM client.
+        log: Where every call (and every counted problem) is recorded.
+        phase: The experiment phase the calls are accounted under (a row of
+            :func:`cost_table`).
+    """
+
+    client: LLMClient
+    log: RunLog
+    phase: str
+
+    def at(self, phase: str) -> RunContext:
+        """The same client and log, accounting under ``phase``."""
+        return replace(self, phase=phase)
+
+    def ask(
+        self,
+        kind: str,
+        tags: Sequence[str],
+        messages: Sequence[list[dict[str, str]]],
+        schema: dict[str, Any] | Sequence[dict[str, Any]],
+        *,
+        temperature: float,
+        max_tokens: int | Sequence[int],
+        seed: int | None = 0,
+        desc: str | None = None,
+        progress: bool = True,
+    ) -> list[ChatResult]:
+        """One structured request per agent, run as one batch (see :func:`ask_each`)."""
+        return ask_each(
+            self.client,
+            self.log,
+            self.phase,
+            kind,
+            tags,
+            messages,
+            schema,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            desc=desc,
+            progress=progress,
+        )
 
 
 def cost_table(calls: pd.DataFrame, price_model: str = "gpt-3.5-turbo") -> pd.DataFrame:

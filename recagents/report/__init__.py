@@ -11,22 +11,29 @@ reported as "not run", never filled in.
 Verdict rules (:data:`VERDICT_RULES`, ``recagents/resources/verdict_rules.json``, printed in
 the report):
 
+* Every row shows ``n`` and the half-width of the interval its verdict rests on (what the sample
+  can detect) beside the size of the effect the claim is about (``effect`` in ``claims.json``,
+  or the distance to a recorded random baseline, or the paper's own difference). A sample that
+  cannot decide is **inconclusive (underpowered)**: its interval is wider than that effect,
+  its ``n`` is below the claim's ``min_n``, or a no-difference claim rests on methods that
+  both did nothing.
 * ``contains`` (the paper gives a value): **reproduced** when the paper's value lies in our 95%
-  interval, **not reproduced** otherwise — also when that interval holds the mean of a random
-  baseline recorded on the same candidates, since it then cannot tell the paper's result from
-  chance; **not comparable** when the paper's cell holds no number or we recorded a point
-  value without an interval.
+  interval and the interval resolves the claim's effect; **inconclusive** when it lies in a
+  wider interval or one that also holds the random baseline's mean; **not reproduced** when it
+  lies outside; **not comparable** when the paper's cell holds no number or we recorded a
+  point value without an interval.
 * ``at_least``: **reproduced** when ours is not below the paper's value (the paper's value is at
   most our interval's upper end, or our point value when no interval is recorded).
 * ``greater`` (the paper says A beats B): **reproduced** when our 95% intervals of A and B are
   disjoint with A above (a conservative stand-in for a paired test, which the records do not
-  hold); **direction only** when A's mean is above B's but the intervals overlap or were not
-  recorded; **not reproduced** when A's mean is not above B's.
+  hold); **inconclusive** when the intervals overlap and the difference's half-width exceeds
+  the claimed difference; **direction only** when A's mean is above B's but the intervals
+  overlap or were not recorded; **not reproduced** when A's mean is not above B's.
 * ``above``: as ``greater``, against a fixed threshold instead of a second value.
 * ``no_amplification`` (the paper says a loop does not amplify a bias): **reproduced** when the
-  notebook's test finds no amplification and the loop changed something; **not comparable**
-  when the loop chose exactly what the single agent chose (a zero difference proves nothing);
-  **not reproduced** when the test finds amplification.
+  notebook's test finds no amplification on an interval of the difference narrower than the
+  claim's effect; **inconclusive** when both methods did nothing, chose exactly the same, or
+  the interval is missing or too wide; **not reproduced** when the test finds amplification.
 * A claim without a paper number (Rec4Agentverse, the protocol checks of notebook 00) is **not
   comparable**; the outcome of the same rule on our values is given as our demonstration.
 
@@ -44,7 +51,8 @@ Modules:
   against their JSON schemas (:class:`~recagents.report.loading.ResourceError` names the file
   and the field at fault).
 - ``values``: the paper's value (:func:`paper_value`) and ours (:class:`Estimate`).
-- ``verdicts``: the rules, pure functions of the values (``judge_*``).
+- ``verdicts``: the rules, pure functions of the values (``judge_*``), each returning the
+  half-width and effect it rests on.
 - ``evaluate``: reading an executed notebook (:func:`read_run`) and judging every claim on a
   build folder (:func:`evaluate_claims`).
 - ``markdown``: REPRODUCTION.md (:func:`build_reproduction`, :func:`write_reproduction`,
@@ -57,6 +65,7 @@ from typing import Any
 
 from recagents.report.claims import (
     DIRECTION_ONLY,
+    INCONCLUSIVE,
     NOT_COMPARABLE,
     NOT_REPRODUCED,
     NOT_RUN,
@@ -102,11 +111,13 @@ from recagents.report.values import (
 )
 from recagents.report.verdicts import (
     Verdict,
+    difference_half_width,
     judge_above,
     judge_at_least,
     judge_contains,
     judge_greater,
     judge_no_amplification,
+    judge_sample_size,
 )
 
 __all__ = [
@@ -114,6 +125,7 @@ __all__ = [
     "CROSS_PAPER",
     "DIRECTION_ONLY",
     "FIGURE_SUFFIXES",
+    "INCONCLUSIVE",
     "NOTEBOOKS",
     "NOT_COMPARABLE",
     "NOT_REPRODUCED",
@@ -136,6 +148,7 @@ __all__ = [
     "Verdict",
     "build_reproduction",
     "cross_paper_section",
+    "difference_half_width",
     "evaluate_claim",
     "evaluate_claims",
     "judge_above",
@@ -143,6 +156,7 @@ __all__ = [
     "judge_contains",
     "judge_greater",
     "judge_no_amplification",
+    "judge_sample_size",
     "load_claims",
     "load_notebooks",
     "load_verdict_rules",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "DIRECTION_ONLY",
+    "INCONCLUSIVE",
     "NOT_COMPARABLE",
     "NOT_REPRODUCED",
     "NOT_RUN",
@@ -29,10 +30,13 @@ __all__ = [
 
 REPRODUCED = "reproduced"
 DIRECTION_ONLY = "direction only"
+INCONCLUSIVE = "inconclusive (underpowered)"
+"""The sample cannot decide: its interval is wider than the effect the claim is about, its n is
+below the claim's ``min_n``, or a no-difference claim rests on methods that both did nothing."""
 NOT_REPRODUCED = "not reproduced"
 NOT_COMPARABLE = "not comparable"
 NOT_RUN = "not run"
-VERDICTS = (REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED, NOT_COMPARABLE, NOT_RUN)
+VERDICTS = (REPRODUCED, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_COMPARABLE, NOT_RUN)
 """Every verdict the report can give, in the order the summary counts them."""
 
 PERSPECTIVE = "no number in the paper (perspective paper); our demonstration"
@@ -110,7 +114,18 @@ class Claim:
             baseline such as Random or Pop, which is then not credited to the model).
         chance: For ``contains``: the record of a random baseline on the same candidates. An
             interval that holds the paper's value *and* this baseline's mean cannot tell the
-            paper's result from chance, so it is not counted as reproduced.
+            paper's result from chance, so it is inconclusive; the distance between the two
+            is the claim's effect.
+        effect: The size of the effect the claim is about, in the units of our value: for
+            ``contains`` the tolerance around the paper's value (used when no ``chance`` is
+            recorded), for ``greater``/``above`` the claimed difference (default: the paper's
+            two numbers' difference), for ``no_amplification`` the smallest shift that counts
+            as amplification. An interval whose half-width exceeds it cannot decide.
+        effect_basis: Where ``effect`` comes from, in a few words.
+        min_n: The smallest sample the claim needs; below it the verdict is inconclusive.
+        n_record: The record holding the sample size when ours does not carry an ``n``.
+        activity: For ``no_amplification``: what each compared method achieved (e.g. their
+            HR@1); when all are zero the methods did nothing and the claim is inconclusive.
     """
 
     id: str
@@ -126,6 +141,11 @@ class Claim:
     note: str = ""
     llm: bool = True
     chance: RecordRef | None = None
+    effect: float | None = None
+    effect_basis: str = ""
+    min_n: int | None = None
+    n_record: str | None = None
+    activity: tuple[RecordRef, ...] = ()
 
     def record_refs(self) -> list[RecordRef]:
         """The records this claim reads (ours, then the comparison's)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from recagents.report.claims import (
     DIRECTION_ONLY,
+    INCONCLUSIVE,
     NOT_COMPARABLE,
     NOT_REPRODUCED,
     NOT_RUN,
@@ -38,6 +39,7 @@ from recagents.report.verdicts import (
     judge_contains,
     judge_greater,
     judge_no_amplification,
+    judge_sample_size,
 )
 
 __all__ = ["Outcome", "RunInfo", "evaluate_claim", "evaluate_claims", "read_run"]
@@ -106,7 +108,11 @@ def read_run(path: Path) -> RunInfo:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One claim judged on one build folder."""
+    """One claim judged on one build folder.
+
+    ``n`` is the sample size (``None``: the records do not say), ``detectable`` the
+    half-width of the interval the verdict rests on, ``effect`` the size of the claimed effect.
+    """
 
     claim: Claim
     paper: PaperValue | None
@@ -115,53 +121,102 @@ class Outcome:
     reason: str
     model: str = ""
     profile: str = ""
+    n: int | None = None
+    detectable: float | None = None
+    effect: float | None = None
 
 
 def _ours_text(label: str, estimate: Estimate) -> str:
     return f"{label} {estimate.text()}" if label else estimate.text()
 
 
+def _sample_size(claim: Claim, records: Mapping[str, Any], *estimates: Estimate) -> int | None:
+    """The smallest ``n`` our values carry, else the claim's ``n_record``, else ``None``."""
+    known = [e.n for e in estimates if e.n is not None]
+    if known:
+        return min(known)
+    value = records.get(claim.n_record) if claim.n_record else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _judge_no_amplification(
+    claim: Claim, records: Mapping[str, Any]
+) -> tuple[str, Verdict, int | None]:
+    key, (value, _) = _read_ref(claim.ours, records)
+    if not isinstance(value, Mapping) or not {"diff", "amplifies"} <= set(value):
+        raise ValueError(f"record {key!r}: expected {{'diff', 'amplifies'}}, got {value!r}")
+    diff, amplifies = float(value["diff"]), bool(value["amplifies"])
+    interval = None
+    if {"low", "high"} <= set(value):
+        interval = (float(value["low"]), float(value["high"]))
+    ours = f"difference {diff:.4f}" + (
+        f" [{interval[0]:.4f}, {interval[1]:.4f}]" if interval else " (no interval)"
+    )
+    ours += f", amplifies: {amplifies}"
+    activity = []
+    for ref in claim.activity:
+        try:
+            activity.append((ref.label or ref.key, _estimate(ref, records)[1]))
+        except MissingRecord:
+            ours += f"; {ref.label or ref.key} not recorded"
+    if activity:
+        ours += "; " + ", ".join(f"{label} {e.mean:.4f}" for label, e in activity)
+    idle = len(activity) == len(claim.activity) > 0 and all(e.is_zero for _, e in activity)
+    verdict = judge_no_amplification(diff, amplifies, interval, claim.effect, idle)
+    n = value.get("n") if isinstance(value.get("n"), int) else None
+    return ours, verdict, n if n is not None else _sample_size(claim, records)
+
+
+def _judge_greater(
+    claim: Claim, paper: PaperValue | None, records: Mapping[str, Any], a: Estimate
+) -> tuple[str, Verdict, int | None]:
+    if claim.versus is None:
+        raise ValueError(f"claim {claim.id}: rule 'greater' needs 'versus'")
+    _, b = _estimate(claim.versus, records)
+    a_label, b_label = claim.ours.label or "A", claim.versus.label or "B"
+    effect = claim.effect
+    if effect is None and paper is not None and paper.difference is not None:
+        effect = abs(paper.difference)
+    ours = f"{_ours_text(a_label, a)} vs {_ours_text(b_label, b)}"
+    verdict = judge_greater(a, b, a_label, b_label, effect)
+    return ours, verdict, _sample_size(claim, records, a, b)
+
+
+def _judge_contains(
+    claim: Claim, paper: PaperValue | None, records: Mapping[str, Any], a: Estimate
+) -> tuple[str, Verdict, int | None]:
+    ours = _ours_text(claim.ours.label, a)
+    chance = None
+    if claim.chance is not None:
+        try:
+            _, baseline = _estimate(claim.chance, records)
+        except MissingRecord:
+            ours += "; no random baseline recorded"
+        else:
+            chance = baseline.mean
+            ours += f"; {claim.chance.label or 'random'} {baseline.mean:.4f}"
+    verdict = judge_contains(paper.number if paper else None, a, chance, claim.effect)
+    return ours, verdict, _sample_size(claim, records, a)
+
+
 def _judge(
     claim: Claim, paper: PaperValue | None, records: Mapping[str, Any]
-) -> tuple[str, Verdict]:
-    """Our shown value and the verdict of ``claim.rule``; raises ``MissingRecord``."""
+) -> tuple[str, Verdict, int | None]:
+    """Our shown value, the verdict of ``claim.rule`` and ``n``; raises ``MissingRecord``."""
     if claim.rule == "no_amplification":
-        key, (value, _) = _read_ref(claim.ours, records)
-        if not isinstance(value, Mapping) or not {"diff", "amplifies"} <= set(value):
-            raise ValueError(f"record {key!r}: expected {{'diff', 'amplifies'}}, got {value!r}")
-        verdict = judge_no_amplification(float(value["diff"]), bool(value["amplifies"]))
-        ours = f"difference {float(value['diff']):.4f}, amplifies: {bool(value['amplifies'])}"
-        return ours, verdict
+        return _judge_no_amplification(claim, records)
     _, a = _estimate(claim.ours, records)
     if claim.rule == "greater":
-        if claim.versus is None:
-            raise ValueError(f"claim {claim.id}: rule 'greater' needs 'versus'")
-        _, b = _estimate(claim.versus, records)
-        a_label, b_label = claim.ours.label or "A", claim.versus.label or "B"
-        ours = f"{_ours_text(a_label, a)} vs {_ours_text(b_label, b)}"
-        verdict = judge_greater(a, b, a_label, b_label)
-    elif claim.rule == "above":
+        return _judge_greater(claim, paper, records, a)
+    if claim.rule == "contains":
+        return _judge_contains(claim, paper, records, a)
+    ours, n = _ours_text(claim.ours.label, a), _sample_size(claim, records, a)
+    if claim.rule == "above":
         threshold = 0.0 if claim.threshold is None else claim.threshold
-        ours = _ours_text(claim.ours.label, a)
-        verdict = judge_above(a, threshold, claim.ours.label or "ours")
-    elif claim.rule == "contains":
-        ours = _ours_text(claim.ours.label, a)
-        chance = None
-        if claim.chance is not None:
-            try:
-                _, baseline = _estimate(claim.chance, records)
-            except MissingRecord:
-                ours += "; no random baseline recorded"
-            else:
-                chance = baseline.mean
-                ours += f"; {claim.chance.label or 'random'} {baseline.mean:.4f}"
-        verdict = judge_contains(paper.number if paper else None, a, chance)
-    elif claim.rule == "at_least":
-        ours = _ours_text(claim.ours.label, a)
-        verdict = judge_at_least(paper.number if paper else None, a)
-    else:
-        raise ValueError(f"claim {claim.id}: unknown rule {claim.rule!r}")
-    return ours, verdict
+        return ours, judge_above(a, threshold, claim.ours.label or "ours", claim.effect), n
+    if claim.rule == "at_least":
+        return ours, judge_at_least(paper.number if paper else None, a), n
+    raise ValueError(f"claim {claim.id}: unknown rule {claim.rule!r}")
 
 
 def _context(claim: Claim, records: Mapping[str, Any]) -> str:
@@ -172,6 +227,7 @@ def _context(claim: Claim, records: Mapping[str, Any]) -> str:
 _DEMONSTRATION = {
     REPRODUCED: "shown",
     DIRECTION_ONLY: "shown in direction only",
+    INCONCLUSIVE: "not decidable at this sample size",
     NOT_REPRODUCED: "not shown",
 }
 
@@ -189,7 +245,7 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
     if run.status in ("not run", "unreadable"):
         return Outcome(claim, paper, "—", NOT_RUN, run.detail)
     try:
-        ours, judged = _judge(claim, paper, run.records)
+        ours, judged, n = _judge(claim, paper, run.records)
     except MissingRecord as error:
         reason = (
             f"{run.detail}; " if run.status == "failed" else ""
@@ -197,6 +253,7 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
         return Outcome(claim, paper, "—", NOT_RUN, reason, run.model, run.profile)
     except ValueError as error:
         return Outcome(claim, paper, "—", NOT_COMPARABLE, str(error), run.model, run.profile)
+    judged = judge_sample_size(judged, n, claim.min_n)
     verdict, reason = judged.verdict, judged.reason
     model = run.model if claim.llm else "no LLM"
     ours += _context(claim, run.records)
@@ -206,7 +263,8 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
         verdict = NOT_COMPARABLE
     elif verdict == NOT_REPRODUCED and claim.llm and run.model == _embedded_model():
         reason += f"; the embedded {run.model} answers near chance (see the caveats)"
-    return Outcome(claim, paper, ours, verdict, reason, model, run.profile)
+    power = (n, judged.detectable, judged.effect)
+    return Outcome(claim, paper, ours, verdict, reason, model, run.profile, *power)
 
 
 def evaluate_claims(

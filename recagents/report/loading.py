@@ -85,8 +85,19 @@ _CLAIM = {
         "note": _TEXT,
         "llm": {"type": "boolean"},
         "chance": _RECORD_REF,
+        "effect": {"type": "number", "exclusiveMinimum": 0},
+        "effect_basis": _NAME,
+        "min_n": {"type": "integer", "minimum": 1},
+        "n_record": _NAME,
+        "activity": {"type": "array", "minItems": 1, "items": _RECORD_REF},
     },
     "allOf": [
+        # a 'contains' claim states the scale of its effect: a chance record or a tolerance
+        {
+            "if": {"required": ["rule"], "properties": {"rule": {"const": "contains"}}},
+            "then": {"anyOf": [{"required": ["chance"]}, {"required": ["effect"]}]},
+        },
+        {"dependentRequired": {"effect": ["effect_basis"]}},
         # a comparison needs its second arm; a claim without a paper number says why
         {
             "if": {"required": ["rule"], "properties": {"rule": {"const": "greater"}}},
@@ -166,10 +177,13 @@ def _claim(entry: Mapping[str, Any]) -> Claim:
     for name in ("ours", "versus", "chance"):
         if name in fields:
             fields[name] = RecordRef(**fields[name])
+    if "activity" in fields:
+        fields["activity"] = tuple(RecordRef(**ref) for ref in fields["activity"])
     if "context" in fields:
         fields["context"] = tuple(fields["context"])
-    if "threshold" in fields:
-        fields["threshold"] = float(fields["threshold"])
+    for name in ("threshold", "effect"):
+        if name in fields:
+            fields[name] = float(fields[name])
     return Claim(**fields)
 
 

@@ -33,6 +33,8 @@ class PaperValue:
         table: The table id.
         where: Which row and column, in words.
         source: The paper and the table's source line.
+        difference: For a comparison of two cells that each hold one number, the first minus
+            the second (scaled): the difference the claim is about.
     """
 
     text: str
@@ -41,6 +43,7 @@ class PaperValue:
     table: str
     where: str
     source: str
+    difference: float | None = None
 
 
 def _parse_number(text: str) -> float | None:
@@ -97,9 +100,11 @@ def paper_value(ref: PaperRef) -> PaperValue:
             raise KeyError(f"{ref.table} has no column {other_column!r}")
         tags.add(str(other["tag"]))
         other_where = " · ".join(str(v) for v in (ref.versus_row or {}).values())
+        first, second = _parse_number(text), _parse_number(str(other[other_column]))
+        diff = None if first is None or second is None else round((first - second) * ref.scale, 6)
         text = f"{text} vs {other[other_column]}"
         where = f"{where} vs {other_where or other_column}"
-        return PaperValue(text, None, " ".join(sorted(tags)), ref.table, where, source)
+        return PaperValue(text, None, " ".join(sorted(tags)), ref.table, where, source, diff)
     number = _parse_number(text) if ref.column is not None else None
     if number is not None and ref.scale != 1.0:
         number = round(number * ref.scale, 6)
@@ -119,7 +124,7 @@ class Estimate:
         mean: The mean (or the point value).
         low: Lower end of the 95% interval, ``None`` for a point value.
         high: Upper end of the 95% interval, ``None`` for a point value.
-        n: Sample size when the record holds one.
+        n: Sample size when the record holds one (REPRODUCTION.md shows it in its own column).
     """
 
     mean: float
@@ -132,14 +137,25 @@ class Estimate:
         """Whether a 95% interval was recorded."""
         return self.low is not None and self.high is not None
 
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width, the smallest shift it resolves; ``None`` without one."""
+        if self.low is None or self.high is None:
+            return None
+        from recagents.metrics import interval_half_width
+
+        return interval_half_width(self.low, self.high)
+
+    @property
+    def is_zero(self) -> bool:
+        """Whether the value is exactly 0 with no spread (every unit scored 0)."""
+        return self.mean == 0 and (self.half_width or 0.0) == 0
+
     def text(self) -> str:
-        """``"0.4356 [0.2891, 0.6309]"``, or ``"0.4356 (no interval)"``, plus ``n`` if known."""
-        body = (
-            f"{self.mean:.4f} [{self.low:.4f}, {self.high:.4f}]"
-            if self.has_interval
-            else f"{self.mean:.4f} (no interval)"
-        )
-        return f"{body}, n={self.n}" if self.n is not None else body
+        """``"0.4356 [0.2891, 0.6309]"``, or ``"0.4356 (no interval)"``."""
+        if self.has_interval:
+            return f"{self.mean:.4f} [{self.low:.4f}, {self.high:.4f}]"
+        return f"{self.mean:.4f} (no interval)"
 
     @classmethod
     def from_value(cls, value: Any, n: int | None = None) -> Estimate:

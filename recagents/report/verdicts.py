@@ -1,15 +1,21 @@
 """The verdict rules: pure functions from the paper's value and ours to a verdict and its reason.
 
 Each ``judge_*`` function implements one rule of ``recagents/resources/verdict_rules.json``
-(the text printed at the top of REPRODUCTION.md) and returns a :class:`Verdict`.
+(the text printed at the top of REPRODUCTION.md) and returns a :class:`Verdict`. Every rule
+knows its power: a result whose interval is wider than the effect the claim is about, whose
+sample is below the claim's ``min_n`` (:func:`judge_sample_size`), or whose "no difference"
+rests on two methods that both did nothing is **inconclusive (underpowered)**, never
+reproduced.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from recagents.report.claims import (
     DIRECTION_ONLY,
+    INCONCLUSIVE,
     NOT_COMPARABLE,
     NOT_REPRODUCED,
     REPRODUCED,
@@ -18,52 +24,102 @@ from recagents.report.values import Estimate
 
 __all__ = [
     "Verdict",
+    "difference_half_width",
     "judge_above",
     "judge_at_least",
     "judge_contains",
     "judge_greater",
     "judge_no_amplification",
+    "judge_sample_size",
 ]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A verdict and the one-line reason for it."""
+    """A verdict, the one-line reason for it, and the power it rests on.
+
+    Attributes:
+        verdict: One of :data:`~recagents.report.claims.VERDICTS`.
+        reason: Why, in one line.
+        detectable: The half-width of the interval the verdict rests on (of the difference,
+            for a comparison): the smallest shift the sample resolves; ``None`` without one.
+        effect: The size of the effect the claim is about, ``None`` when none is known.
+    """
 
     verdict: str
     reason: str
+    detectable: float | None = None
+    effect: float | None = None
 
 
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def judge_contains(paper: float | None, ours: Estimate, chance: float | None = None) -> Verdict:
-    """Reproduced when the paper's value lies in our 95% interval (bounds included).
+def _named(label: str, value: float) -> str:
+    """``"AFL 0.43"``, or just ``"0.43"`` for a fixed threshold (empty label)."""
+    return f"{label} {_fmt(value)}" if label else _fmt(value)
+
+
+def _too_wide(detectable: float | None, effect: float | None) -> bool:
+    """Whether an interval of this half-width cannot resolve the claim's effect."""
+    return detectable is not None and effect is not None and detectable > effect
+
+
+def _wider(detectable: float, effect: float) -> str:
+    return f"half-width {_fmt(detectable)} is wider than the claim's effect {_fmt(effect)}"
+
+
+def judge_contains(
+    paper: float | None,
+    ours: Estimate,
+    chance: float | None = None,
+    effect: float | None = None,
+) -> Verdict:
+    """Reproduced when the paper's value lies in our 95% interval and that interval can decide.
 
     Args:
         paper: The paper's value (``None``: its cell holds no single number).
         ours: Our estimate.
-        chance: A random baseline's value on the same candidates, if recorded: an interval
-            that holds both the paper's value and this one cannot tell them apart, so it is
-            not counted as reproduced.
+        chance: A random baseline's value on the same candidates, if recorded. The claim's
+            effect is then the distance ``|paper - chance|``, and an interval holding both
+            cannot tell them apart.
+        effect: The claim's tolerance, used when no ``chance`` is recorded.
+
+    Returns:
+        **not comparable** without a paper number or an interval; **not reproduced** when the
+        paper's value lies outside our interval; **inconclusive (underpowered)** when it lies
+        inside but the interval also holds chance or is wider than the effect; otherwise
+        **reproduced**.
     """
     if paper is None:
         return Verdict(NOT_COMPARABLE, "the paper's cell holds no single number")
-    if not ours.has_interval:
+    if ours.low is None or ours.high is None:
         return Verdict(NOT_COMPARABLE, "we recorded a point value without an interval")
-    assert ours.low is not None and ours.high is not None
+    scale = abs(paper - chance) if chance is not None else effect
+    half = ours.half_width
     interval = f"[{_fmt(ours.low)}, {_fmt(ours.high)}]"
-    if ours.low <= paper <= ours.high:
-        if chance is not None and ours.low <= chance <= ours.high:
-            return Verdict(
-                NOT_REPRODUCED,
-                f"our interval {interval} holds the paper's {_fmt(paper)} but also the random "
-                f"baseline's {_fmt(chance)}: it cannot tell the paper's result from chance",
-            )
-        return Verdict(REPRODUCED, f"paper {_fmt(paper)} lies in our interval {interval}")
-    side = "above" if paper > ours.high else "below"
-    return Verdict(NOT_REPRODUCED, f"paper {_fmt(paper)} is {side} our interval {interval}")
+    if not ours.low <= paper <= ours.high:
+        side = "above" if paper > ours.high else "below"
+        return Verdict(
+            NOT_REPRODUCED, f"paper {_fmt(paper)} is {side} our interval {interval}", half, scale
+        )
+    if chance is not None and ours.low <= chance <= ours.high:
+        reason = (
+            f"our interval {interval} holds the paper's {_fmt(paper)} but also the random "
+            f"baseline's {_fmt(chance)}: it cannot tell the paper's result from chance"
+        )
+        return Verdict(INCONCLUSIVE, reason, half, scale)
+    if _too_wide(half, scale):
+        assert half is not None and scale is not None
+        reason = f"paper {_fmt(paper)} lies in our interval {interval}, but its " + _wider(
+            half, scale
+        )
+        return Verdict(INCONCLUSIVE, reason, half, scale)
+    unchecked = "" if scale is not None else " (no effect size stated: power not checked)"
+    return Verdict(
+        REPRODUCED, f"paper {_fmt(paper)} lies in our interval {interval}{unchecked}", half, scale
+    )
 
 
 def judge_at_least(paper: float | None, ours: Estimate) -> Verdict:
@@ -73,65 +129,144 @@ def judge_at_least(paper: float | None, ours: Estimate) -> Verdict:
     top = ours.high if ours.has_interval else ours.mean
     assert top is not None
     what = "our interval's upper end" if ours.has_interval else "our value"
+    half = ours.half_width
     if top >= paper:
-        return Verdict(REPRODUCED, f"{what} {_fmt(top)} reaches the paper's {_fmt(paper)}")
-    return Verdict(NOT_REPRODUCED, f"{what} {_fmt(top)} is below the paper's {_fmt(paper)}")
+        return Verdict(REPRODUCED, f"{what} {_fmt(top)} reaches the paper's {_fmt(paper)}", half)
+    return Verdict(NOT_REPRODUCED, f"{what} {_fmt(top)} is below the paper's {_fmt(paper)}", half)
 
 
-def judge_greater(a: Estimate, b: Estimate, a_label: str = "A", b_label: str = "B") -> Verdict:
-    """A above B: reproduced with disjoint intervals, direction only with overlapping ones."""
+def difference_half_width(a: Estimate, b: Estimate) -> float | None:
+    """Half-width of the interval of ``A - B`` from two independent intervals.
+
+    ``sqrt(h_A^2 + h_B^2)``: the standard errors of independent means add in quadrature.
+    ``None`` unless both intervals were recorded.
+
+    Taught in: not shown in a notebook (used by recagents.report.verdicts.judge_greater).
+    """
+    if a.half_width is None or b.half_width is None:
+        return None
+    return math.hypot(a.half_width, b.half_width)
+
+
+def _disjoint(a: Estimate, b: Estimate) -> bool:
+    """Whether two recorded intervals do not touch."""
+    assert a.low is not None and a.high is not None and b.low is not None and b.high is not None
+    return a.low > b.high or b.low > a.high
+
+
+def _overlapping(
+    a_label: str, b_label: str, a: float, b: float, half: float | None, effect: float | None
+) -> Verdict:
+    """The verdict when the intervals overlap (or are missing) and A's mean is above B's."""
+    if _too_wide(half, effect):
+        assert half is not None and effect is not None
+        reason = f"{_named(a_label, a)} vs {_named(b_label, b)}: the difference's " + _wider(
+            half, effect
+        )
+        return Verdict(INCONCLUSIVE, reason, half, effect)
+    why = "but the intervals overlap" if half is not None else "; no intervals recorded"
+    sep = " " if half is not None else ""
+    return Verdict(
+        DIRECTION_ONLY, f"{_named(a_label, a)} > {_named(b_label, b)}{sep}{why}", half, effect
+    )
+
+
+def judge_greater(
+    a: Estimate,
+    b: Estimate,
+    a_label: str = "A",
+    b_label: str = "B",
+    effect: float | None = None,
+) -> Verdict:
+    """A above B: reproduced with disjoint intervals, direction only with overlapping ones.
+
+    With ``effect`` (the claimed difference), overlapping intervals whose difference has a
+    half-width (:func:`difference_half_width`) above it are **inconclusive (underpowered)**,
+    whichever mean is higher: the sample cannot tell the claimed gain from none.
+    """
+    half = difference_half_width(a, b)
+    overlap = half is not None and not _disjoint(a, b)
     if a.mean <= b.mean:
+        if overlap and _too_wide(half, effect):
+            return _overlapping(a_label, b_label, a.mean, b.mean, half, effect)
         relation = "equals" if a.mean == b.mean else "is below"
-        return Verdict(
-            NOT_REPRODUCED,
-            f"{a_label} {_fmt(a.mean)} {relation} {b_label} {_fmt(b.mean)}",
-        )
-    if a.has_interval and b.has_interval:
+        reason = f"{_named(a_label, a.mean)} {relation} {_named(b_label, b.mean)}"
+        return Verdict(NOT_REPRODUCED, reason, half, effect)
+    if half is not None and not overlap:
         assert a.low is not None and b.high is not None
-        if a.low > b.high:
-            return Verdict(
-                REPRODUCED,
-                f"{a_label} above {b_label}, 95% intervals disjoint "
-                f"({_fmt(a.low)} > {_fmt(b.high)})",
-            )
-        return Verdict(
-            DIRECTION_ONLY,
-            f"{a_label} {_fmt(a.mean)} > {b_label} {_fmt(b.mean)} but the intervals overlap",
+        reason = (
+            f"{a_label} above {b_label or _fmt(b.mean)}, 95% intervals disjoint "
+            f"({_fmt(a.low)} > {_fmt(b.high)})"
         )
-    return Verdict(
-        DIRECTION_ONLY,
-        f"{a_label} {_fmt(a.mean)} > {b_label} {_fmt(b.mean)}; no intervals recorded",
-    )
+        return Verdict(REPRODUCED, reason, half, effect)
+    return _overlapping(a_label, b_label, a.mean, b.mean, half, effect)
 
 
-def judge_above(ours: Estimate, threshold: float, label: str = "ours") -> Verdict:
-    """Ours above a fixed threshold: as :func:`judge_greater` against a constant."""
-    if ours.mean <= threshold:
-        relation = "equals" if ours.mean == threshold else "is below"
-        return Verdict(NOT_REPRODUCED, f"{label} {_fmt(ours.mean)} {relation} {_fmt(threshold)}")
-    if ours.has_interval:
-        assert ours.low is not None
-        if ours.low > threshold:
-            return Verdict(
-                REPRODUCED,
-                f"{label}'s 95% interval lies above {_fmt(threshold)} (low end {_fmt(ours.low)})",
-            )
-        return Verdict(
-            DIRECTION_ONLY,
-            f"{label} {_fmt(ours.mean)} > {_fmt(threshold)} but the interval reaches it",
-        )
-    return Verdict(
-        DIRECTION_ONLY, f"{label} {_fmt(ours.mean)} > {_fmt(threshold)}; no interval recorded"
-    )
+def judge_above(
+    ours: Estimate, threshold: float, label: str = "ours", effect: float | None = None
+) -> Verdict:
+    """Ours above a fixed threshold: as :func:`judge_greater` against a constant.
+
+    Taught in: not shown in a notebook (used by recagents.report.evaluate_claim).
+    """
+    return judge_greater(ours, Estimate(threshold, threshold, threshold), label, "", effect)
 
 
-def judge_no_amplification(diff: float, amplifies: bool) -> Verdict:
-    """The loop does not amplify the bias (the notebook's paired test decides ``amplifies``)."""
+def judge_no_amplification(
+    diff: float,
+    amplifies: bool,
+    interval: tuple[float, float] | None = None,
+    effect: float | None = None,
+    idle: bool = False,
+) -> Verdict:
+    """The loop does not amplify the bias (the notebook's paired test decides ``amplifies``).
+
+    Args:
+        diff: The paired difference loop - single agent.
+        amplifies: Whether the notebook's test found amplification.
+        interval: The 95% interval of ``diff``, when recorded.
+        effect: The smallest shift that counts as amplification.
+        idle: Whether both methods did nothing (every activity record is 0).
+
+    Returns:
+        **not reproduced** when the test finds amplification; **inconclusive (underpowered)**
+        when both methods did nothing, the loop chose exactly what the single agent chose, no
+        interval of the difference was recorded, or it is wider than ``effect``; otherwise
+        **reproduced**.
+    """
+    half = None if interval is None else (interval[1] - interval[0]) / 2.0
     if amplifies:
-        return Verdict(NOT_REPRODUCED, f"the loop amplifies it (difference {_fmt(diff)})")
-    if diff == 0:
-        return Verdict(
-            NOT_COMPARABLE,
-            "the loop chose exactly what the single agent chose (difference 0): nothing to test",
-        )
-    return Verdict(REPRODUCED, f"no amplification (difference {_fmt(diff)}, interval not biased)")
+        reason = f"the loop amplifies it (difference {_fmt(diff)})"
+        return Verdict(NOT_REPRODUCED, reason, half, effect)
+    if idle:
+        reason = "both methods did nothing (every activity record is 0): no bias to amplify"
+        return Verdict(INCONCLUSIVE, reason, half, effect)
+    if diff == 0 and not half:
+        reason = "the loop chose exactly what the single agent chose (difference 0): no test"
+        return Verdict(INCONCLUSIVE, reason, half, effect)
+    if half is None:
+        reason = f"difference {_fmt(diff)}, but no interval of it was recorded: power unknown"
+        return Verdict(INCONCLUSIVE, reason, half, effect)
+    if _too_wide(half, effect):
+        assert effect is not None
+        reason = "no amplification found, but the difference's " + _wider(half, effect)
+        return Verdict(INCONCLUSIVE, reason, half, effect)
+    reason = f"no amplification (difference {_fmt(diff)}, interval not biased)"
+    return Verdict(REPRODUCED, reason, half, effect)
+
+
+def judge_sample_size(judged: Verdict, n: int | None, min_n: int | None) -> Verdict:
+    """Inconclusive when the sample ``n`` is below the ``min_n`` the claim needs.
+
+    Applies to a decided verdict (reproduced, direction only, not reproduced); an unknown
+    ``n`` or no ``min_n`` leaves it as it is.
+
+    Taught in: not shown in a notebook (used by recagents.report.evaluate_claim).
+    """
+    decided = judged.verdict in (REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED)
+    if not decided or n is None or min_n is None or n >= min_n:
+        return judged
+    reason = (
+        f"n={n} is below the {min_n} this claim needs (else: {judged.verdict}, {judged.reason})"
+    )
+    return replace(judged, verdict=INCONCLUSIVE, reason=reason)

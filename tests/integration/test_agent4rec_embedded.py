@@ -14,6 +14,7 @@ from recagents.columns import ITEM, USER
 from recagents.config import settings
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
+from recagents.llm.runlog import RunLog
 from recagents.papers.agent4rec import simulate as sim
 
 SENTENCES = {t: {level: f"My {t} is at level {level} of 3." for level in (1, 2, 3)}
@@ -34,7 +35,7 @@ def _run(tiny, split, client):
     users = sorted(split.train[USER].unique())[:2]
     traits = pd.DataFrame({USER: users, "activity": 1, "conformity": 2, "diversity": 3})
     sub = dataclasses.replace(split, train=split.train[split.train[USER].isin(users)])
-    log = sim.SimulationLog()
+    log = RunLog()
     agents = sim.build_agents(sub, traits, lines, config, client, log)
     pop = baselines.train_baseline("Pop", split, progress=False)
     ranked = pop.top_k(users, config.list_length, exclude=pd.concat([split.train, split.test]))

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from recagents import baselines, data
+from recagents import baselines, data, locks
 from recagents.columns import ITEM, LABEL, RANK, SCORE, USER
 
 
@@ -68,7 +68,7 @@ def test_a_model_another_process_is_training_is_waited_for(small_split, tmp_path
     first = baselines.train_baseline("Pop", small_split, quick, cache_dir=tmp_path)
     (workdir,) = tmp_path.glob("recbole/models/Pop-*[!k]")  # the folder, not its .lock
     results = []
-    with baselines.cache_lock(workdir):  # as if another notebook were training it now
+    with locks.cache_lock(workdir):  # as if another notebook were training it now
         waiting = threading.Thread(
             target=lambda: results.append(
                 baselines.train_baseline("Pop", small_split, quick, cache_dir=tmp_path)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from recagents import baselines, data
+from recagents import baselines, data, locks
 from recagents.columns import SCORE
 
 TINY_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
@@ -133,7 +133,7 @@ def test_recbole_save_paths_outside_the_cache_are_never_read(split, quick, tmp_p
 _HOLD = """
 import sys
 from pathlib import Path
-from recagents.baselines import cache_lock
+from recagents.locks import cache_lock
 with cache_lock(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.read()
@@ -161,8 +161,8 @@ def held_lock(tmp_path):
 def test_a_lock_held_too_long_fails_naming_file_and_holder(held_lock):
     entry, pid = held_lock
     started = time.perf_counter()
-    with pytest.raises(baselines.CacheLockTimeout) as caught:
-        with baselines.cache_lock(entry, timeout=0.5):
+    with pytest.raises(locks.CacheLockTimeout) as caught:
+        with locks.cache_lock(entry, timeout=0.5):
             pytest.fail("the lock was taken while another process held it")
     assert 0.4 < time.perf_counter() - started < 10
     message = str(caught.value)
@@ -174,8 +174,8 @@ def test_a_lock_held_too_long_fails_naming_file_and_holder(held_lock):
 def test_the_lock_timeout_comes_from_the_environment(held_lock, monkeypatch):
     entry, pid = held_lock
     monkeypatch.setenv("RECAGENTS_LOCK_TIMEOUT", "0.3")
-    with pytest.raises(baselines.CacheLockTimeout, match=f"0.3 s .*pid {pid}"):
-        with baselines.cache_lock(entry):
+    with pytest.raises(locks.CacheLockTimeout, match=f"0.3 s .*pid {pid}"):
+        with locks.cache_lock(entry):
             pass
 
 
@@ -184,17 +184,17 @@ def test_a_stale_holder_record_is_reported_as_such(tmp_path):
     dead = int(done.stdout)
     record = tmp_path / "x.lock.holder"
     record.write_text(f'{{"pid": {dead}, "host": "{socket.gethostname()}", "since": "then"}}')
-    assert "no such process runs now" in baselines._lock_holder(record)
+    assert "no such process runs now" in locks._lock_holder(record)
     record.write_text("{")
-    assert "unknown" in baselines._lock_holder(record)
+    assert "unknown" in locks._lock_holder(record)
 
 
 def test_the_lock_is_free_again_and_its_record_gone_after_use(tmp_path):
     entry = tmp_path / "entry"
-    with baselines.cache_lock(entry, timeout=1):
+    with locks.cache_lock(entry, timeout=1):
         assert f'"pid": {os.getpid()}' in (tmp_path / "entry.lock.holder").read_text()
     assert not (tmp_path / "entry.lock.holder").exists()
-    with baselines.cache_lock(entry, timeout=0):
+    with locks.cache_lock(entry, timeout=0):
         pass
 
 

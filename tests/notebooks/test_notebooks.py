@@ -211,6 +211,9 @@ def test_03_afl(smoke_records):
     # Each dialogue asks 1-2 calls per round; step 1 likewise; 40 judgements; plus the ablation.
     assert records["calls"] >= 3 + 1 + 40
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
+    if os.environ.get("RECAGENTS_RELEASES_MIRROR"):  # the released LastFM check ran (CI)
+        assert records["lastfm_sasrec"]["n"] == 122, "AFL's fixed LastFM test samples"
+        _check_interval(records["lastfm_sasrec"]["hr1"], "SASRec on the released LastFM")
 
 
 def test_04_interecagent(smoke_records):

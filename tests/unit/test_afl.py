@@ -494,6 +494,23 @@ def test_judge_messages_item_comes_last(with_dialogue):
 # ------------------------------------------------------------------------------ schemas, parsers
 
 
+def test_every_prompt_follows_the_domain():
+    """AFL's LastFM prompts say "music artist": no builder may keep MovieLens' "movie"."""
+    config = AFLConfig(domain="music artist")
+    built = [
+        recommend_messages(HISTORY, CANDIDATES, "Cand Beta", [], config),
+        recommend_messages(HISTORY, CANDIDATES, None, MEMORY, config),
+        _loop(config, memory=MEMORY),
+        _loop(dataclasses.replace(config, user_signal="score"), score=None),
+        judge_messages(HISTORY, "Judged", None, (CANDIDATES, MEMORY), config),
+        judge_messages(HISTORY, "Judged", 0.5, None, config),
+    ]
+    for messages in built:
+        text = " ".join(m["content"] for m in messages)
+        assert "music artist" in text
+        assert "movie" not in text.casefold() and "film" not in text.casefold()
+
+
 def test_recommend_schema():
     schema = recommend_schema(4, AFLConfig())
     assert list(schema["properties"]) == ["reason", "choice"]

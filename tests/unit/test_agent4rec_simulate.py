@@ -20,11 +20,10 @@ import pytest
 from recagents.columns import ITEM, RATING, TIMESTAMP, USER
 from recagents.data import Dataset, DatasetError, Split
 from recagents.llm.client import ChatResult
-from recagents.llm.runlog import cost_table
+from recagents.llm.runlog import RunLog, cost_table
 from recagents.papers.agent4rec.simulate import (
     Agent,
     Agent4RecConfig,
-    SimulationLog,
     _recall,
     exit_messages,
     exit_schema,
@@ -639,8 +638,10 @@ def test_parse_page_missing_keys_are_tolerated():
 
 
 def test_simulation_log_rows_and_counts():
-    log = SimulationLog()
+    """The simulator's calls go to the shared RunLog, the step as both phase and kind."""
+    log = RunLog()
     log.add_calls(
+        "page",
         "page",
         [
             ChatResult(ok=True, cached=True, prompt_tokens=300, completion_tokens=40,
@@ -649,11 +650,12 @@ def test_simulation_log_rows_and_counts():
                        latency_s=0.5, reasks=2),
         ],
     )  # fmt: skip
-    log.add_calls("exit", [ChatResult(ok=False, failure="transport")])
-    log.add_calls("interview", [])
+    log.add_calls("exit", "exit", [ChatResult(ok=False, failure="transport")])
+    log.add_calls("interview", "interview", [])
     assert len(log.calls) == 3
     assert log.calls[0] == {
         "phase": "page",
+        "kind": "page",
         "ok": True,
         "failure": None,
         "cached": True,
@@ -679,11 +681,11 @@ def test_simulation_log_rows_and_counts():
 
 
 def test_simulation_logs_do_not_share_state():
-    first, second = SimulationLog(), SimulationLog()
+    first, second = RunLog(), RunLog()
     first.count("x")
-    first.add_calls("page", [ChatResult(ok=True)])
+    first.add_calls("page", "page", [ChatResult(ok=True)])
     assert second.problems == {} and second.calls == []
-    assert SimulationLog().calls_frame().empty
+    assert RunLog().calls_frame().empty
 
 
 def test_recall_returns_everything_when_few_memories():

@@ -681,7 +681,7 @@ def test_verbalised_history():
     text = verbalised_history(["Alien", "Heat"])
     assert "Alien; Heat" in text and text.index("Alien") < text.index("Heat")
     assert "oldest first" in text
-    assert verbalised_history([], domain="CD") == "I have not watched any CDs yet."
+    assert verbalised_history([], domain="CD") == "I have not listened to any CDs yet."
 
 
 # ------------------------------------------------------------------------------ schemas

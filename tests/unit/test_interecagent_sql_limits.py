@@ -137,7 +137,7 @@ def test_functions_outside_the_allow_list_are_refused_before_running(ctx, sql):
     outcome, seconds, peak = _timed(lookup, ctx, sql)
     assert isinstance(outcome, ToolError)
     assert "is not allowed here" in str(outcome) and "lower" in str(outcome)
-    assert seconds < 1.0 and peak < 5 * MB
+    assert seconds < 2.0 and peak < 5 * MB
     problems = validate_plan([{"tool_name": "lookup", "input": sql}], ctx.table)
     assert len(problems) == 1 and "is not allowed here" in problems[0]
 
@@ -179,7 +179,7 @@ def test_values_cannot_grow_past_the_length_limit(big_table):
         outcome, seconds, peak = _timed(lookup, ctx, sql)
         assert isinstance(outcome, ToolError), sql
         assert f"grew past {SQL_VALUE_MAX_BYTES:,} bytes" in str(outcome)
-        assert seconds < 1.0 and peak < 5 * MB
+        assert seconds < 2.0 and peak < 5 * MB
 
 
 @pytest.mark.parametrize(
@@ -198,7 +198,7 @@ def test_slow_single_steps_cannot_overrun_the_deadline(ctx, expression):
     sql = _HAY + f"SELECT count({expression}) FROM items a, items b, s"
     outcome, seconds, _ = _timed(lookup, ctx, sql)
     assert isinstance(outcome, ToolError) and "longer than 0.5 s" in str(outcome)
-    assert seconds < 1.5
+    assert seconds < 3.0
 
 
 def test_long_like_patterns_are_refused(ctx):
@@ -216,7 +216,7 @@ def test_hard_filter_on_a_triple_join_stops_early_and_stays_small(big_table):
     sql = "SELECT a.id FROM items a, items b, items c"
     outcome, seconds, peak = _timed(hard_filter, ctx, sql)
     assert isinstance(outcome, ToolError) and "more than 100,000 rows" in str(outcome)
-    assert seconds < 2.0 and peak < 20 * MB
+    assert seconds < 4.0 and peak < 20 * MB  # loose: a loaded 2-core CI machine
     assert len(ctx.bus) == 1000 and ctx.bus.history == []
 
 
@@ -235,7 +235,7 @@ def test_joins_that_return_few_rows_are_bounded_by_time_not_memory(sql):
     ctx = ToolContext(table=table, bus=CandidateBus(table.ids))
     outcome, seconds, peak = _timed(hard_filter, ctx, sql)
     assert isinstance(outcome, ToolError) and "longer than 0.5 s" in str(outcome)
-    assert seconds < 2.0 and peak < 20 * MB
+    assert seconds < 4.0 and peak < 20 * MB  # loose: a loaded 2-core CI machine
     # The restriction to the bus was dropped even though the query was interrupted.
     assert table.run_select("SELECT count(*) FROM items").rows == [(1000,)]
 
@@ -304,7 +304,7 @@ def test_a_program_too_large_to_compile_is_a_tool_error(ctx):
     sql = "WITH " + ", ".join(ctes) + " SELECT id FROM a15 LIMIT 1"
     outcome, seconds, _ = _timed(lookup, ctx, sql)
     assert isinstance(outcome, ToolError) and "more memory than a tool may use" in str(outcome)
-    assert seconds < 2.0
+    assert seconds < 4.0  # loose: a loaded 2-core CI machine
 
 
 @pytest.mark.parametrize(

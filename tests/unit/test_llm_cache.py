@@ -437,3 +437,29 @@ def test_import_has_no_side_effects(tmp_path: Path) -> None:
         env={**os.environ},
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_put_many_writes_all_or_nothing_and_entries_read_back(tmp_path: Path) -> None:
+    good = _chat()
+    rows = [
+        {
+            "key": request_key(good),
+            "request": good,
+            "reply": {"text": "Heat"},
+            "model": "gpt-4o-mini",
+            "prompt_tokens": 3,
+            "completion_tokens": 1,
+            "latency_s": 0.5,
+        }
+    ]
+    bad = {**rows[0], "key": "b" * 64, "request": _chat(api_key="x")}
+    with ResponseCache(tmp_path / "c.sqlite", keylog=tmp_path / "keys.log") as cache:
+        with pytest.raises(ValueError, match="credential-like key 'api_key'"):
+            cache.put_many([*rows, bad])
+        assert len(cache) == 0
+        assert cache.put_many(rows) == 1 and cache.put_many(rows) == 0
+        assert cache.entries() == rows and cache.entries(["nope"]) == []
+        assert cache.get(rows[0]["key"]) is not None and cache.get("nope") is None
+        with pickle.loads(pickle.dumps(cache)) as copy:
+            assert copy.keylog == tmp_path / "keys.log"
+    assert (tmp_path / "keys.log").read_text().split() == [rows[0]["key"]]

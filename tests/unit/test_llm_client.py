@@ -398,7 +398,9 @@ def test_429_retry_after_is_honoured(
 def test_retry_after_is_capped(
     scripted_server: ScriptedServer, make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "MAX_RETRY_AFTER_S", 0.2)
+    from recagents.llm import wire  # the Retry-After reader lives in the wire-format module
+
+    monkeypatch.setattr(wire, "MAX_RETRY_AFTER_S", 0.2)
     with bounded(2.0):
         scripted_server.script(status(429, retry_after=3600), reply("ok"))
         result = make_client(scripted_server.url).chat(_user("hi"))

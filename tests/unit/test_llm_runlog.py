@@ -6,12 +6,13 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 from scripted_server import ScriptedServer, reply, status
 from scripted_server import scripted_server as scripted_server  # noqa: F401  (fixture)
 
 from recagents.config import settings
-from recagents.llm.client import LLMClient
-from recagents.llm.runlog import CALL_COLUMNS, RunLog, ask_each, cost_table
+from recagents.llm.client import ChatResult, LLMClient
+from recagents.llm.runlog import CALL_COLUMNS, RunContext, RunLog, ask_each, cost_table
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
@@ -95,3 +96,54 @@ def test_ask_each_takes_one_schema_per_request_and_nothing_to_ask(tmp_path: Path
         assert {b["seed"] for b in server.chat_bodies()} == {7}
         empty = ask_each(client, log, "p", "k", [], [], SCHEMA, temperature=0.0, max_tokens=10)
         assert empty == [] and len(log.calls) == 2 and server.count() == 2
+
+
+def test_ask_each_takes_one_token_limit_per_request(tmp_path: Path) -> None:
+    with ScriptedServer(default=reply(json.dumps({"ok": True}))) as server:
+        client = _client(server.url, tmp_path)
+        messages = [[{"role": "user", "content": c}] for c in ("x", "y", "z")]
+        ask_each(client, RunLog(), "p", "k", ["a", "b", "c"], messages, SCHEMA,
+                 temperature=0.0, max_tokens=[10, 25, 40], progress=False)  # fmt: skip
+        assert [b["max_tokens"] for b in server.chat_bodies()] == [10, 25, 40]
+        with pytest.raises(ValueError):
+            ask_each(client, RunLog(), "p", "k", ["a", "b", "c"], messages, SCHEMA,
+                     temperature=0.0, max_tokens=[10, 25], progress=False)  # fmt: skip
+        assert server.count() == 3, "a limit list of the wrong length sends nothing"
+
+
+def test_run_context_asks_under_its_phase_and_derives_others(tmp_path: Path) -> None:
+    with ScriptedServer(default=reply(json.dumps({"ok": True}))) as server:
+        log = RunLog()
+        ctx = RunContext(_client(server.url, tmp_path), log, "train")
+        one = [[{"role": "user", "content": "x"}]]
+        ctx.ask("forward", ["u1"], one, SCHEMA, temperature=0.3, max_tokens=12, progress=False)
+        evaluation = ctx.at("eval")
+        assert evaluation.phase == "eval" and ctx.phase == "train"
+        assert evaluation.log is log and evaluation.client is ctx.client
+        evaluation.ask("rank", ["u2"], one, SCHEMA, temperature=0.3, max_tokens=12,
+                       progress=False)  # fmt: skip
+        calls = log.calls_frame()
+        assert calls[["phase", "kind"]].values.tolist() == [["train", "forward"], ["eval", "rank"]]
+        bodies = server.chat_bodies()
+        assert [b["temperature"] for b in bodies] == [0.3, 0.3]
+        assert [b["seed"] for b in bodies] == [0, 0]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            ctx.phase = "other"  # type: ignore[misc]
+
+
+def test_run_log_counts_problems_and_extend_adds_them() -> None:
+    log = RunLog()
+    assert log.problems == {}
+    log.count("page_unusable")
+    log.count("page_unusable", 2)
+    other = RunLog()
+    other.count("page_unusable")
+    other.count("exit_unusable", 4)
+    other.add_calls("exit", "exit", [ChatResult(ok=False, failure="invalid")])
+    other.events.append({"kind": "note"})
+    log.extend(other)
+    assert log.problems == {"page_unusable": 4, "exit_unusable": 4}
+    assert other.problems == {"page_unusable": 1, "exit_unusable": 4}, "the source is unchanged"
+    assert len(log.calls) == 1 and log.calls[0]["phase"] == "exit"
+    assert log.events == [{"kind": "note"}]
+    assert RunLog().problems == {}, "logs do not share their counts"

@@ -568,3 +568,73 @@ def test_pick_interval_selects_exactly_one_row():
         metrics.pick_interval(summary, "Pop", "ndcg@10")
     with pytest.raises(KeyError, match="0 rows"):
         metrics.pick_interval(summary, "SASRec", "ndcg@10")
+
+
+# --------------------------------------------------------------------------- power (hand-computed)
+
+# z_0.975 + z_0.8 = 1.959964 + 0.841621
+_FACTOR = 2.801585
+
+
+def test_min_detectable_effect_matches_the_formula_by_hand():
+    assert metrics.min_detectable_effect(100, 1.0) == pytest.approx(_FACTOR / 10, abs=1e-6)
+    # a proportion of 0.5 has sd 0.5: 2.801585 * 0.5 / 5
+    assert metrics.min_detectable_effect(25, proportion=0.5) == pytest.approx(0.280158, abs=1e-6)
+    # p = 0.1: sd 0.3, n = 36: 2.801585 * 0.3 / 6
+    assert metrics.min_detectable_effect(36, proportion=0.1) == pytest.approx(0.140079, abs=1e-6)
+    # alpha 0.01, power 0.9: (2.575829 + 1.281552) * 2 / 4
+    assert metrics.min_detectable_effect(16, 2.0, alpha=0.01, power=0.9) == pytest.approx(
+        1.928691, abs=1e-6
+    )
+    # quadrupling n halves the MDE
+    assert metrics.min_detectable_effect(400, 1.0) == pytest.approx(
+        metrics.min_detectable_effect(100, 1.0) / 2
+    )
+
+
+def test_paired_min_detectable_effect_uses_the_spread_of_the_differences():
+    # d = [1, 0, 1, -1]: sd (ddof=1) = sqrt(2.75 / 3) = 0.957427; 2.801585 * 0.957427 / 2
+    mde = metrics.paired_min_detectable_effect([1, 2, 3, 4], [0, 2, 2, 5])
+    assert mde == pytest.approx(1.341152, abs=1e-5)
+    # a constant shift has no spread: any true difference is detectable
+    assert metrics.paired_min_detectable_effect([1, 2, 3], [0, 1, 2]) == 0.0
+    assert metrics.paired_min_detectable_effect([1.0], [0.0]) == math.inf
+
+
+def test_interval_half_width_and_its_mde():
+    assert metrics.interval_half_width(0.2, 0.6) == pytest.approx(0.2)
+    # se = 0.2 / 1.959964; MDE = 2.801585 * se = 1.429406 * 0.2
+    assert metrics.interval_min_detectable_effect(0.2, 0.6) == pytest.approx(0.285881, abs=1e-6)
+    assert metrics.interval_min_detectable_effect(0.5, 0.5) == 0.0
+    assert metrics.power_fields(0.2, 0.6, 10) == {"n": 10, "half_width": 0.2, "mde": 0.2859}
+
+
+def test_all_equal_min_n_is_the_rule_of_three():
+    # ln(0.05) / ln(0.5) = 4.32 -> 5; ln(0.05) / ln(0.95) = 58.4 -> 59
+    assert metrics.all_equal_min_n(0.5) == 5
+    assert metrics.all_equal_min_n(0.05) == 59
+    assert metrics.all_equal_min_n(0.01) == 299  # about 3 / 0.01
+    # at that n, an all-zero sample is less likely than alpha under the effect; one fewer is not
+    n = metrics.all_equal_min_n(0.2333)
+    assert (1 - 0.2333) ** n <= 0.05 < (1 - 0.2333) ** (n - 1)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: metrics.min_detectable_effect(0, 1.0), "n must be at least 1"),
+        (lambda: metrics.min_detectable_effect(5, 1.0, proportion=0.5), "exactly one"),
+        (lambda: metrics.min_detectable_effect(5), "exactly one"),
+        (lambda: metrics.min_detectable_effect(5, -1.0), "sd must be non-negative"),
+        (lambda: metrics.min_detectable_effect(5, proportion=1.5), r"proportion must be in"),
+        (lambda: metrics.min_detectable_effect(5, 1.0, alpha=1.0), "alpha must be in"),
+        (lambda: metrics.min_detectable_effect(5, 1.0, power=0.0), "power must be in"),
+        (lambda: metrics.paired_min_detectable_effect([1, 2], [1]), "same length"),
+        (lambda: metrics.interval_half_width(0.6, 0.2), "below its lower end"),
+        (lambda: metrics.all_equal_min_n(1.0), "effect must be in"),
+        (lambda: metrics.power_fields(0.1, 0.2, 0), "n must be at least 1"),
+    ],
+)
+def test_power_helpers_reject_bad_arguments(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -109,3 +109,222 @@ def test_import_does_not_touch_rcparams():
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert importlib.import_module("recagents.plotting") is plotting
+
+
+# --------------------------------------------------------------------------- honest figures
+
+
+def _notes(figure):
+    """Texts written by note_if_degenerate (and the causal graph's empty note)."""
+    return [
+        t.get_text() for ax in figure.axes for t in ax.texts if t.get_gid() == plotting.NOTE_GID
+    ]
+
+
+def _summary(means, lows=None, highs=None, methods=None):
+    import pandas as pd
+
+    methods = methods or [f"m{k}" for k in range(len(means))]
+    return pd.DataFrame(
+        {"method": methods, "mean": means, "low": lows or means, "high": highs or means}
+    )
+
+
+def test_flat_interval_panel_gets_a_note_and_the_natural_range():
+    figure = plotting.interval_plot(
+        _summary([1.0] * 5), xlabel="satisfaction", scale="satisfaction"
+    )
+    try:
+        notes = _notes(figure)
+        assert len(notes) == 1 and "all 5 methods are 1" in notes[0].replace("\n", " ")
+        low, high = figure.axes[0].get_xlim()
+        assert low < 1.0 < 10.0 < high and high - low < 10.0, "pinned to 1-10, not autoscaled"
+    finally:
+        plt.close(figure)
+
+
+def test_all_zero_panel_says_so_and_is_pinned_to_zero_one_without_a_scale():
+    figure = plotting.curves_plot({"a": [0.0, 0.0, 0.0], "b": [0.0, 0.0]}, ylabel="NDCG@10")
+    try:
+        assert _notes(figure) == ["every value is 0 (5 points)"]
+        low, high = figure.axes[0].get_ylim()
+        assert low <= 0.0 and 1.0 <= high < 1.1
+    finally:
+        plt.close(figure)
+
+
+def test_non_degenerate_panel_gets_no_note_and_keeps_autoscale():
+    summary = _summary([0.2, 0.5, 0.4], [0.1, 0.3, 0.2], [0.3, 0.7, 0.6])
+    figure = plotting.interval_plot(summary, xlabel="HR@1")
+    try:
+        assert _notes(figure) == []
+        assert figure.axes[0].get_xlabel() == "HR@1"
+        low, high = figure.axes[0].get_xlim()
+        assert 0.0 < low and high < 1.0, "no scale asked for: autoscaled to the data"
+    finally:
+        plt.close(figure)
+    _, ax = plt.subplots()
+    try:
+        assert plotting.note_if_degenerate(ax, [0.1, 0.2]) is None and not ax.texts
+        assert plotting.note_if_degenerate(ax, [0.3]) is None, "one value is not a flat panel"
+    finally:
+        plt.close(ax.figure)
+
+
+def test_identical_rows_and_a_flat_hue_group_are_named_under_the_axis():
+    import pandas as pd
+
+    rows = _summary([0.4, 0.4, 0.4, 0.3, 0.3], [0.3, 0.3, 0.3, 0.2, 0.2], [0.5, 0.5, 0.5, 0.4, 0.4])
+    figure = plotting.interval_plot(rows, xlabel="NDCG@10")
+    try:
+        label = figure.axes[0].get_xlabel().replace("\n", " ")
+        assert "3 identical, 0.4 [0.3, 0.5]: m0, m1, m2" in label and _notes(figure) == []
+        assert "m3" not in label, "two equal rows are not worth a caption"
+    finally:
+        plt.close(figure)
+    both = pd.concat(
+        [_summary([0.0, 0.0]).assign(task="recall"),
+         _summary([0.2, 0.6], [0.1, 0.4], [0.3, 0.8]).assign(task="ndcg")]
+    )  # fmt: skip
+    figure = plotting.interval_plot(both, hue="task", xlabel="score")
+    try:
+        assert "recall: all 2 methods are 0" in figure.axes[0].get_xlabel()
+    finally:
+        plt.close(figure)
+
+
+def test_integer_axis_ticks_are_integers():
+    _, ax = plt.subplots()
+    try:
+        ax.plot([0, 1, 2], [16.05, 16.51, 15.82])
+        plotting.integer_axis(ax, "x")
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks)
+        with pytest.raises(ValueError, match="axis"):
+            plotting.integer_axis(ax, "z")
+    finally:
+        plt.close(ax.figure)
+    figure = plotting.curves_plot({"a": [0.1, 0.2, 0.25]})
+    try:
+        assert all(float(t).is_integer() for t in figure.axes[0].get_xticks())
+    finally:
+        plt.close(figure)
+
+
+def test_paper_reference_is_drawn_on_the_same_axis():
+    _, ax = plt.subplots()
+    try:
+        line = plotting.reference_line(ax, 0.377, "paper AFL", style="paper")
+        assert line.get_label() == "paper AFL: 0.377" and line.get_gid() == "reference:paper"
+        assert list(line.get_ydata()) == [0.377, 0.377]
+        with pytest.raises(ValueError, match="style"):
+            plotting.reference_line(ax, 1.0, "x", style="dotted")
+    finally:
+        plt.close(ax.figure)
+    summary = _summary([1.0, 1.0, 1.0], methods=["LightGCN", "MF", "Pop"])
+    figure = plotting.interval_plot(
+        summary, scale="satisfaction", paper={"LightGCN": 3.85}, recorded={"MF": 3.8}
+    )
+    try:
+        ax = figure.axes[0]
+        marks = {c.get_gid(): c.get_offsets().tolist() for c in ax.collections if c.get_gid()}
+        assert marks["reference:paper"] == [[3.85, 0.0]]
+        assert marks["reference:recorded"] == [[3.8, 1.0]]
+        assert "paper" in ax.get_legend_handles_labels()[1]
+    finally:
+        plt.close(figure)
+    figure = plotting.interval_plot(_summary([0.1, 0.3]), paper=0.9)
+    try:
+        assert figure.axes[0].get_xlim()[1] > 0.9, "the paper's value stays on the axis"
+    finally:
+        plt.close(figure)
+    with pytest.raises(ValueError, match="no such row"):
+        plotting.interval_plot(summary, paper={"BPR": 0.5})
+
+
+def test_scales_resolve_by_metric_name():
+    assert plotting.resolve_scale("NDCG@10") == (0.0, 1.0)
+    assert plotting.resolve_scale("satisfaction") == (1.0, 10.0)
+    assert plotting.resolve_scale((2, 3)) == (2.0, 3.0)
+    with pytest.raises(ValueError, match="names no known metric"):
+        plotting.resolve_scale("rating_mse")
+    with pytest.raises(ValueError, match="low < high"):
+        plotting.resolve_scale((1, 1))
+
+
+# --------------------------------------------------------------------------- paper figures
+
+
+def test_paper_figures_flag_flat_panels():
+    import pandas as pd
+
+    from recagents.papers.afl.analysis import rounds_curve_figure
+    from recagents.papers.agentcf.analysis import learning_figure
+    from recagents.papers.agentcf.config import STEP
+    from recagents.papers.rec4agentverse.analysis import stage_figure
+
+    curve = pd.DataFrame({"limit": [1, 2, 3], "mean": 0.0, "low": 0.0, "high": 0.0})
+    figures = [rounds_curve_figure(curve, {"SASRec": 0.3}, paper={"paper AFL": 0.377})]
+    learning = pd.DataFrame({STEP: [0, 0], "round": [0, 1], "accuracy": [0.0, 0.0], "subset": "d"})
+    probe = pd.DataFrame({"subset": ["d"], "order": ["pos_first"], "accuracy": [1.0]})
+    figures.append(learning_figure(learning, probe, paper=0.95))
+    comparison = pd.DataFrame(
+        {"stage": [1, 2, 1, 2], "mode": "llm", "metric": ["hit", "hit", "pref_share", "pref_share"],
+         "mean": [0.0, 0.0, 0.2, 0.6], "low": [0.0, 0.0, 0.1, 0.4], "high": [0.0, 0.0, 0.3, 0.8]}
+    )  # fmt: skip
+    figures.append(stage_figure(comparison, max_turns=3))
+    try:
+        assert _notes(figures[0]) == ["every value is 0 (3 round limits)"]
+        labels = figures[0].axes[0].get_legend_handles_labels()[1]
+        assert "paper AFL: 0.377" in labels and figures[0].axes[0].get_ylim()[1] >= 1.0
+        assert (
+            _notes(figures[1])
+            and "paper re-test: 0.95" in figures[1].axes[0].get_legend_handles_labels()[1]
+        )
+        hit, share = figures[2].axes[:2]
+        assert [t.get_gid() for t in hit.texts] == [plotting.NOTE_GID] and not share.texts
+        assert share.get_ylim()[0] < 0.0 and share.get_ylim()[1] > 1.0, "shares on 0-1"
+    finally:
+        for figure in figures:
+            plt.close(figure)
+
+
+def test_agent4rec_figures_titles_rounds_and_scales():
+    import numpy as np
+    import pandas as pd
+
+    from recagents.papers.agent4rec.bubble import bubble_figure
+    from recagents.papers.agent4rec.causal import causal_figure
+    from recagents.papers.agent4rec.traits import trait_figure
+
+    rng = np.random.default_rng(0)
+    levels = np.tile([1, 2, 3], 6)
+    behaviour = pd.DataFrame(
+        {"exit_page": 1.0, "n_watched": rng.integers(0, 5, 18), "rating_mse": rng.random(18),
+         "n_genres_watched": rng.integers(0, 6, 18), "activity": levels, "conformity": levels,
+         "diversity": levels}
+    )  # fmt: skip
+    figure = trait_figure(behaviour, n_boot=20, recorded={"exit_page": [2.67, 3.74, 4.37]})
+    try:
+        titles = [ax.get_title() for ax in figure.axes]
+        assert len(set(titles)) == len(titles) == 4 and titles[0] == "activity: exit page"
+        assert len(_notes(figure)) == 1 and figure.axes[0].get_ylim()[1] > 4.37
+    finally:
+        plt.close(figure)
+    table = pd.DataFrame(
+        {"round": [0, 1, 2], "n_genres": [16, 17, 17], "top_share": [0.1605, 0.1651, 0.1582]}
+    )
+    figure = bubble_figure(table, n_genres_total=18)
+    try:
+        share, genres = figure.axes
+        assert all(float(t).is_integer() for t in share.get_xticks())
+        assert share.get_ylim()[0] <= 0 and share.get_ylim()[1] >= 100, "no zoom on a wobble"
+        assert genres.get_ylim()[0] <= 0 and genres.get_ylim()[1] >= 18 and not _notes(figure)
+    finally:
+        plt.close(figure)
+    names = ["a", "b", "c"]
+    figure = causal_figure(pd.DataFrame(np.zeros((3, 3)), index=names, columns=names))
+    try:
+        assert _notes(figure) == ["no edge with |weight| > 0.05"]
+    finally:
+        plt.close(figure)

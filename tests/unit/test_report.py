@@ -76,18 +76,19 @@ def write_executed(
     return path
 
 
-def _ira_records(hit: list[float], model: str = "my-model") -> dict[str, Any]:
+def _ira_records(hit: list[float], model: str = "my-model", n: int = 60) -> dict[str, Any]:
     return {
         "profile": "default",
         "dataset": "ml-100k",
         "model": model,
-        "n_sessions": 10,
+        "n_sessions": n,
         "max_turns": 5,
-        "sessions/InteRecAgent/id": {"hit": hit, "at": 2.0, "n": 10},
-        "sessions/InteRecAgent/fuzzy": {"hit": hit, "at": 2.0, "n": 10},
-        "sessions/LLM only/fuzzy": {"hit": [0.2, 0.1, 0.3], "at": 4.0, "n": 10},
-        "sessions/no reflection/id": {"hit": [0.7, 0.55, 0.8], "at": 3.0, "n": 10},
+        "sessions/InteRecAgent/id": {"hit": hit, "at": 2.0, "n": n},
+        "sessions/InteRecAgent/fuzzy": {"hit": hit, "at": 2.0, "n": n},
+        "sessions/LLM only/fuzzy": {"hit": [0.2, 0.1, 0.3], "at": 4.0, "n": n},
+        "sessions/no reflection/id": {"hit": [0.7, 0.55, 0.8], "at": 3.0, "n": n},
         "one_turn/recall/InteRecAgent": [0.5, 0.4, 0.6],
+        "one_turn/recall/Random": [0.001, 0.0, 0.002],
         "one_turn/ndcg/InteRecAgent": [0.6, 0.5, 0.7],
         "one_turn/ndcg/Random": [0.33, 0.3, 0.36],
         "one_turn/ndcg/Pop": [0.35, 0.3, 0.4],
@@ -122,9 +123,9 @@ def test_contains_not_reproduced_outside_the_interval(paper, side):
     assert side in verdict.reason and "[0.3, 0.6]" in verdict.reason
 
 
-def test_contains_near_chance_interval_is_not_reproduced():
+def test_contains_near_chance_interval_is_inconclusive():
     verdict = judge_contains(0.54, Estimate(0.44, 0.29, 0.63), chance=0.454)
-    assert verdict.verdict == report.NOT_REPRODUCED
+    assert verdict.verdict == report.INCONCLUSIVE
     assert "chance" in verdict.reason
 
 
@@ -155,8 +156,11 @@ def test_above_and_no_amplification():
     assert judge_above(Estimate(0.5, 0.2, 0.8), 0.0).verdict == report.REPRODUCED
     assert judge_above(Estimate(0.5, -0.1, 0.8), 0.0).verdict == report.DIRECTION_ONLY
     assert judge_above(Estimate(0.0), 0.0).verdict == report.NOT_REPRODUCED
-    assert judge_no_amplification(-0.02, False).verdict == report.REPRODUCED
-    assert judge_no_amplification(0.0, False).verdict == report.NOT_COMPARABLE
+    assert judge_above(Estimate(0.5), 0.0).reason == "ours 0.5 > 0; no intervals recorded"
+    narrow = judge_no_amplification(-0.02, False, (-0.5, 0.4), effect=1.0)
+    assert narrow.verdict == report.REPRODUCED and narrow.detectable == pytest.approx(0.45)
+    assert judge_no_amplification(-0.02, False).verdict == report.INCONCLUSIVE  # no interval
+    assert judge_no_amplification(0.0, False).verdict == report.INCONCLUSIVE  # same choices
     assert judge_no_amplification(0.2, True).verdict == report.NOT_REPRODUCED
 
 
@@ -230,7 +234,7 @@ def test_every_record_key_appears_in_the_notebook_source(claim):
     the loop that builds the key); the rest comes from the notebook or the package code that
     names methods and metrics (dynamic keys are f-strings)."""
     record_cell, notebook = _sources(claim.notebook)
-    refs = [claim.ours, claim.versus, claim.chance]
+    refs = [claim.ours, claim.versus, claim.chance, *claim.activity]
     for ref in (r for r in refs if r is not None):
         head, *rest = ref.key.split("/")
         written = f'f"{head}/' in record_cell or f'"{head}"' in record_cell
@@ -242,7 +246,7 @@ def test_every_record_key_appears_in_the_notebook_source(claim):
             assert f'record("{name}"' in record_cell, f"{claim.id}: placeholder {name}"
         if ref.field:
             assert f'"{ref.field}"' in record_cell, f"{claim.id}: field {ref.field!r}"
-    for name in claim.context:
+    for name in (*claim.context, *([claim.n_record] if claim.n_record else [])):
         assert f'record("{name}"' in record_cell, f"{claim.id}: context {name}"
 
 
@@ -264,12 +268,12 @@ def test_missing_notebooks_are_reported_as_not_run(tmp_path):
 
 def test_markdown_names_the_source_the_model_and_the_verdict(tmp_path):
     build = tmp_path / "build"
-    write_executed(build / "04_interecagent.ipynb", _ira_records([0.8, 0.7, 0.9]), "04 · IRA")
+    write_executed(build / "04_interecagent.ipynb", _ira_records([0.84, 0.78, 0.9]), "04 · IRA")
     text = build_reproduction(build, "default", now=NOW)
     outcomes = _outcomes_by_id(build)
 
-    assert outcomes["ira-hit-fuzzy"].verdict == report.REPRODUCED  # 0.85 in [0.7, 0.9]
-    assert outcomes["ira-vs-llm-only"].verdict == report.REPRODUCED  # [0.7, 0.9] > [0.1, 0.3]
+    assert outcomes["ira-hit-fuzzy"].verdict == report.REPRODUCED  # 0.85 in [0.78, 0.9]
+    assert outcomes["ira-vs-llm-only"].verdict == report.REPRODUCED  # [0.78, 0.9] > [0.1, 0.3]
     assert outcomes["ira-one-turn-recall"].verdict == report.REPRODUCED  # 0.5202 in [0.4, 0.6]
     assert outcomes["ira-ablation-reflection"].verdict == report.DIRECTION_ONLY  # overlap
     assert outcomes["ira-one-turn-ndcg-pop"].model == "no LLM"
@@ -278,7 +282,8 @@ def test_markdown_names_the_source_the_model_and_the_verdict(tmp_path):
     assert "`my-model`" in text and "(my-model, default)" in text
     assert "InteRecAgent (arXiv 2308.16505)" in text  # the table's source line
     assert "`IRA-T-multiturn`" in text and "[paper-copy]" in text
-    assert "0.8000 [0.7000, 0.9000]" in text
+    assert "0.8400 [0.7800, 0.9000]" in text
+    assert "n=60 (needs n≥19) · ±0.0600 (effect 0.085)" in text  # n · detectable (effect)
     assert "### 04 · IRA" in text  # the title comes from the notebook's first heading
     assert "Hits are judged by item id" in text  # the notebook's deviations
     summary = text.split("## Summary", 1)[1].split("## Across the papers", 1)[0]
@@ -287,7 +292,7 @@ def test_markdown_names_the_source_the_model_and_the_verdict(tmp_path):
 
 def test_embedded_model_near_chance_is_not_reproduced_with_the_reason(tmp_path):
     build = tmp_path / "build"
-    records = _ira_records([0.0, 0.0, 0.0], model=report._embedded_model())
+    records = _ira_records([0.0, 0.0, 0.0], model=report._embedded_model(), n=40)
     write_executed(build / "04_interecagent.ipynb", records)
     outcome = _outcomes_by_id(build)["ira-hit-fuzzy"]
     assert outcome.verdict == report.NOT_REPRODUCED
@@ -318,15 +323,22 @@ def test_placeholders_in_keys_come_from_other_records(tmp_path):
         "max_rounds": 4,
         "hr1/AFL (4 rounds)": [0.5, 0.4, 0.6],
         "hr1/Rec Agent (1 round)": [0.2, 0.1, 0.3],
-        "bias/popularity percentile": {"diff": -0.01, "amplifies": False},
+        "bias/popularity percentile": {
+            "diff": -0.01,
+            "amplifies": False,
+            "low": -2.0,
+            "high": 1.9,
+            "n": 100,
+        },
         "bias/mean position": {"diff": 0.0, "amplifies": False},
     }
     write_executed(build / "03_afl.ipynb", records)
     outcomes = _outcomes_by_id(build)
     assert outcomes["afl-loop-vs-single-hr1"].verdict == report.REPRODUCED
     assert outcomes["afl-hr1-movielens"].verdict == report.REPRODUCED  # 0.4316 in [0.4, 0.6]
-    assert outcomes["afl-bias-popularity"].verdict == report.REPRODUCED
-    assert outcomes["afl-bias-position"].verdict == report.NOT_COMPARABLE
+    assert outcomes["afl-bias-popularity"].verdict == report.REPRODUCED  # ±1.95 < 5 points
+    assert outcomes["afl-bias-popularity"].n == 100
+    assert outcomes["afl-bias-position"].verdict == report.INCONCLUSIVE  # the same choices
     assert outcomes["afl-user-sim-f1"].verdict == report.NOT_RUN
 
 

@@ -36,8 +36,13 @@ Modules, in the order a run uses them:
 
 The package re-exports all their public names (``from recagents.papers import afl`` is all
 notebook 03 needs). Importing it runs nothing.
+
+The same entry point in all five papers: :mod:`~recagents.papers.afl.entry` holds
+:func:`run`, the paper's experiment as a :class:`~recagents.protocol.PaperRun` and
+:func:`rank`, its ranking of shared candidates.
 """
 
+from recagents.papers.afl import entry
 from recagents.papers.afl.analysis import (
     bias_figure,
     bias_measures,
@@ -79,6 +84,7 @@ from recagents.papers.afl.user_simulation import (
 )
 
 __all__ = [
+    "entry",
     "STOPS",
     "AFLConfig",
     "RoundMemory",

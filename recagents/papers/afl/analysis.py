@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,9 +128,14 @@ def bias_tests(
 def bias_figure(measures: pd.DataFrame, n_candidates: int, title: str = "") -> Any:
     """Two panels: popularity percentile of the chosen items, and their display positions.
 
+    The percentile axis is the full 0-100; if every chosen item has the same percentile the
+    panel says so.
+
     Taught in: notebook 03, section 5 "Popularity and position bias".
     """
     import matplotlib.pyplot as plt
+
+    from recagents.plotting import note_if_degenerate
 
     methods = list(dict.fromkeys(measures["method"]))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -138,6 +143,7 @@ def bias_figure(measures: pd.DataFrame, n_candidates: int, title: str = "") -> A
     left.boxplot(data, vert=False, tick_labels=methods, showmeans=True)
     left.set_xlabel("popularity percentile of the chosen item (training counts)")
     left.set_xlim(0, 100)
+    note_if_degenerate(left, measures["pop_percentile"], "choices", axis="x", scale=(0, 100))
     left.set_title("Popularity bias")
     positions = np.arange(1, n_candidates + 1)
     width = 0.8 / max(1, len(methods))
@@ -159,9 +165,19 @@ def bias_figure(measures: pd.DataFrame, n_candidates: int, title: str = "") -> A
 
 
 def rounds_curve_figure(
-    curve: pd.DataFrame, reference: dict[str, float] | None = None, n_candidates: int = 20
+    curve: pd.DataFrame,
+    reference: dict[str, float] | None = None,
+    n_candidates: int = 20,
+    paper: Mapping[str, float] | None = None,
+    scale: tuple[float, float] | None = (0.0, 1.0),
 ) -> Any:
     """HR@1 against the round limit, with intervals, and horizontal reference lines.
+
+    Round limits get whole-number ticks and HR@1 its full 0-1 scale (``scale=None``
+    autoscales); a curve that is the same at every limit (e.g. 0 throughout) says so.
+    ``reference`` lines are our own baselines (e.g. the tool model alone); ``paper`` lines
+    (label -> HR@1, e.g. the paper's AFL and single-agent rows) are drawn in the paper's
+    style on the same axis.
 
     Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
 
@@ -169,21 +185,34 @@ def rounds_curve_figure(
         curve: ``[limit, mean, low, high]``.
         reference: Label → HR@1 drawn as a dashed line (e.g. the tool model alone).
         n_candidates: Candidates per sample, for the axis label.
+        paper: Label → the paper's HR@1, drawn as black reference lines.
+        scale: The HR@1 axis range; None autoscales.
     """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    from recagents.plotting import fixed_scale, integer_axis, note_if_degenerate, reference_line
+
+    fig, ax = plt.subplots(figsize=(8.2, 4.2))
     x = curve["limit"].to_numpy()
     y = curve["mean"].to_numpy()
     ax.errorbar(x, y, yerr=[y - curve["low"].to_numpy(), curve["high"].to_numpy() - y],
                 marker="o", capsize=4, label="AFL (round limit)")  # fmt: skip
     for k, (label, value) in enumerate((reference or {}).items()):
         ax.axhline(value, linestyle="--", color=f"C{k + 1}", label=label)
+    paper_styles = ("--", ":", "-.")
+    for k, (label, value) in enumerate((paper or {}).items()):
+        line = reference_line(ax, value, label, style="paper")
+        line.set_linestyle(paper_styles[k % len(paper_styles)])
+    if scale is not None:
+        fixed_scale(ax, *scale)
+    values = curve[["mean", "low", "high"]].to_numpy(dtype=float)
+    note_if_degenerate(ax, values, "round limits", scale=scale, count=len(curve))
+    integer_axis(ax, "x")
     ax.set_xticks(x)
     ax.set_xlabel("maximum rounds (1 = single recommendation agent)")
     ax.set_ylabel(f"HR@1 over {n_candidates} candidates")
     ax.set_title("HR@1 by round limit (95% CI)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     return fig
 

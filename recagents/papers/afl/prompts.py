@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from recagents.llm.schemas import verdict_schema
 from recagents.papers.afl.config import AFLConfig
 
 __all__ = [
@@ -122,7 +123,7 @@ def recommend_messages(
 def recommend_schema(n_candidates: int, config: AFLConfig) -> dict[str, Any]:
     """The recommendation agent's reply: a reason, then a candidate number (or a title).
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.propose).
     """
     reason = {"type": "string", "maxLength": config.reason_chars}
     choice: dict[str, Any] = (
@@ -151,7 +152,7 @@ def parse_recommendation(
     (the paper's parser): ``item`` must equal a candidate's text, ignoring case and runs of
     spaces; a decorated title (bold, quotes) is a miss, as in the paper's code.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.propose).
     """
     if not isinstance(data, dict):
         return None, None
@@ -191,7 +192,7 @@ def user_loop_messages(
     focus list; with ``"score"`` (the paper's f_u) it sees the tool's raw score of the
     recommended item. With ``user_memory_in_loop`` it also sees the earlier rounds.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.user_verdicts).
     """
     d = config.domain
     system = (
@@ -243,7 +244,7 @@ def judge_messages(
     The judged item and its score come last, so one user's judgements share a prompt prefix.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.afl.user_simulation.simulate_users).
+        recagents.papers.afl.user_simulation.judge_items).
     """
     d = config.domain
     system = (
@@ -277,24 +278,17 @@ def judge_messages(
 def decision_schema(config: AFLConfig) -> dict[str, Any]:
     """The user agent's reply: a reason, then yes or no.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop and
-        recagents.papers.afl.user_simulation.simulate_users).
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.user_verdicts and
+        recagents.papers.afl.user_simulation.judge_items).
     """
-    return {
-        "type": "object",
-        "properties": {
-            "reason": {"type": "string", "maxLength": config.reason_chars},
-            "decision": {"type": "string", "enum": ["yes", "no"]},
-        },
-        "required": ["reason", "decision"],
-    }
+    return verdict_schema("reason", config.reason_chars, "decision")
 
 
 def parse_decision(data: Any) -> tuple[bool | None, str | None]:
     """``(accepted, reason)``; ``accepted`` is ``None`` unless the decision is yes or no.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop and
-        recagents.papers.afl.user_simulation.simulate_users).
+    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.user_verdicts and
+        recagents.papers.afl.user_simulation.judge_items).
     """
     if not isinstance(data, dict):
         return None, None

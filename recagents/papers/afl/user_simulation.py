@@ -16,9 +16,9 @@ import pandas as pd
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import POSITION, Dataset, Split, chronological_order, leave_one_out
 from recagents.llm.client import LLMClient
-from recagents.llm.runlog import RunLog
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.afl.config import AGENT, RATIO, AFLConfig, ratio_name
-from recagents.papers.afl.loop import _ask, _memories
+from recagents.papers.afl.loop import _memories
 from recagents.papers.afl.prompts import (
     RoundMemory,
     decision_schema,
@@ -31,6 +31,7 @@ __all__ = [
     "UserSimSets",
     "dialogue_memory",
     "judge_history",
+    "judge_items",
     "simulate_users",
     "step1_candidates",
     "user_sim_sets",
@@ -223,8 +224,18 @@ def simulate_users(
     unknown = set(agents) - {"User Agent", "AFL"}
     if unknown:
         raise ValueError(f"unknown agents {sorted(unknown)}; use 'User Agent' and/or 'AFL'")
-    step1 = {s.user: s for s in sets.step1}
+    distinct = _distinct_judged(sets, judged_scores)
     memory = dialogue_memory(step1_rounds, titles)
+    ctx = RunContext(client, log, "user-sim")
+    parts = [judge_items(ctx, agent, sets, distinct, memory, titles, config) for agent in agents]
+    answers = pd.concat(parts, ignore_index=True)
+    return sets.judged.merge(answers, on=[USER, ITEM], how="left")[
+        [AGENT, USER, RATIO, ITEM, LABEL, "score", "predicted", "reason"]
+    ]
+
+
+def _distinct_judged(sets: UserSimSets, judged_scores: pd.DataFrame) -> pd.DataFrame:
+    """Each distinct judged ``[user_id, item_id]`` with its tool ``score``, checked complete."""
     distinct = (
         sets.judged[[USER, ITEM]]
         .drop_duplicates()
@@ -237,38 +248,55 @@ def simulate_users(
     )
     if (distinct.pop("_merge") != "both").any():
         raise ValueError("judged_scores has no row for some judged item; score them all first")
-    schema = decision_schema(config)
-    parts = []
-    for agent in agents:
-        users, messages = [], []
-        for user, item, score in distinct[[USER, ITEM, "score"]].itertuples(index=False):
-            sample = step1[user]
-            dialogue = None
-            if agent == "AFL":
-                dialogue = ([titles[i] for i in sample.candidates], memory.get(user, []))
-            users.append(user)
-            messages.append(
-                judge_messages(
-                    [titles[i] for i in judge_history(sample, config)],
-                    titles[item],
-                    float(score),
-                    dialogue,
-                    config,
-                )
-            )
-        results = _ask(
-            client, log, "user-sim", agent, users, messages, schema, config,
-            f"user simulation: {agent}",
-        )  # fmt: skip
-        decided = [parse_decision(r.data) if r.ok else (None, None) for r in results]
-        parts.append(
-            distinct.assign(
-                **{AGENT: agent},
-                predicted=[d[0] for d in decided],
-                reason=[d[1] for d in decided],
+    return distinct
+
+
+def judge_items(
+    ctx: RunContext,
+    agent: str,
+    sets: UserSimSets,
+    distinct: pd.DataFrame,
+    memory: dict[str, list[RoundMemory]],
+    titles: dict[str, str],
+    config: AFLConfig,
+) -> pd.DataFrame:
+    """One simulated user agent says, for each distinct judged item, whether it likes it.
+
+    ``User Agent`` sees the history, the item and the tool's score; ``AFL`` also sees step
+    1's candidates and its dialogue (``memory``, from :func:`dialogue_memory`). The requests
+    run as one batch, accounted in ``ctx`` with the agent as the call kind.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.afl.user_simulation.simulate_users).
+
+    Returns:
+        ``distinct`` (``[user_id, item_id, score]``) with ``agent``, ``predicted`` (``None``
+        for an unusable reply) and ``reason``.
+    """
+    step1 = {s.user: s for s in sets.step1}
+    users, messages = [], []
+    for user, item, score in distinct[[USER, ITEM, "score"]].itertuples(index=False):
+        sample = step1[user]
+        dialogue = None
+        if agent == "AFL":
+            dialogue = ([titles[i] for i in sample.candidates], memory.get(user, []))
+        users.append(user)
+        messages.append(
+            judge_messages(
+                [titles[i] for i in judge_history(sample, config)],
+                titles[item],
+                float(score),
+                dialogue,
+                config,
             )
         )
-    answers = pd.concat(parts, ignore_index=True)
-    return sets.judged.merge(answers, on=[USER, ITEM], how="left")[
-        [AGENT, USER, RATIO, ITEM, LABEL, "score", "predicted", "reason"]
-    ]
+    results = ctx.ask(
+        agent, users, messages, decision_schema(config), temperature=config.temperature,
+        max_tokens=config.max_tokens, desc=f"user simulation: {agent}",
+    )  # fmt: skip
+    decided = [parse_decision(r.data) if r.ok else (None, None) for r in results]
+    return distinct.assign(
+        **{AGENT: agent},
+        predicted=[d[0] for d in decided],
+        reason=[d[1] for d in decided],
+    )

@@ -17,8 +17,6 @@ Modules, from the settings to the analyses:
   as defaults), the traits and their percentile cuts, the recommenders compared.
 - :mod:`~recagents.papers.agent4rec.prompts`: pure prompt builders (``*_messages``), reply
   schemas and parsers, and the trait sentences of the role prompt.
-- :mod:`~recagents.papers.agent4rec.simlog`: :class:`SimulationLog`, the simulator's calls and
-  counted problems.
 - :mod:`~recagents.papers.agent4rec.agents`: the paper's random split, item lines, and
   :func:`build_agents` (traits and personas).
 - :mod:`~recagents.papers.agent4rec.loop`: the page-by-page loop
@@ -40,9 +38,12 @@ Modules, from the settings to the analyses:
 
 The package re-exports every public name of ``simulate`` and ``analysis`` except the function
 ``simulate``, whose name is the module's (``simulate.simulate``). Importing it runs nothing.
+
+The same entry point in all five papers: :mod:`~recagents.papers.agent4rec.entry` holds
+:func:`run`, the paper's experiment as a :class:`~recagents.protocol.PaperRun`.
 """
 
-from recagents.papers.agent4rec import analysis, simulate
+from recagents.papers.agent4rec import analysis, entry, simulate
 from recagents.papers.agent4rec.agents import Agent, build_agents, item_lines, random_split
 from recagents.papers.agent4rec.bubble import bubble_figure, genre_concentration
 from recagents.papers.agent4rec.causal import (
@@ -95,7 +96,6 @@ from recagents.papers.agent4rec.recorded import (
     official_run_dir,
     parse_satisfaction,
 )
-from recagents.papers.agent4rec.simlog import SimulationLog
 from recagents.papers.agent4rec.traits import (
     TRAIT_MEASURES,
     compute_traits,
@@ -105,6 +105,7 @@ from recagents.papers.agent4rec.traits import (
 )
 
 __all__ = [
+    "entry",
     "CAUSAL_COLUMNS",
     "EXPOSURE_COLUMNS",
     "OFFICIAL_ENV",
@@ -117,7 +118,6 @@ __all__ = [
     "Agent",
     "Agent4RecConfig",
     "OfficialRun",
-    "SimulationLog",
     "UnsafePickleError",
     "analysis",
     "bubble_figure",

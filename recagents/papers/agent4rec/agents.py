@@ -15,10 +15,10 @@ import pandas as pd
 
 from recagents.columns import GENRES, ITEM, RATING, TITLE, USER, YEAR
 from recagents.data import Dataset, DatasetError, Split, readable_title
-from recagents.llm.client import ChatRequest, LLMClient, get_client
+from recagents.llm.client import LLMClient, get_client
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agent4rec.config import TRAITS, Agent4RecConfig
 from recagents.papers.agent4rec.prompts import persona_messages, persona_schema, persona_text
-from recagents.papers.agent4rec.simlog import SimulationLog
 
 __all__ = ["Agent", "build_agents", "item_lines", "random_split"]
 
@@ -135,7 +135,7 @@ def build_agents(
     lines: dict[str, str],
     config: Agent4RecConfig | None = None,
     client: LLMClient | None = None,
-    log: SimulationLog | None = None,
+    log: RunLog | None = None,
 ) -> dict[str, Agent]:
     """Make one agent per user of the split: traits from the data, persona from the LLM.
 
@@ -145,32 +145,25 @@ def build_agents(
     Taught in: notebook 02, section 1 "The data, the traits and the agents".
     """
     config = config or Agent4RecConfig()
-    client = client or get_client()
+    ctx = RunContext(client or get_client(), log if log is not None else RunLog(), "persona")
     trait_rows = traits.set_index(USER)
     users = sorted(split.train[USER].unique())
-    requests = []
+    messages = []
     for user in users:
         rated = split.train[split.train[USER] == user]
         if len(rated) > config.persona_items:
             rated = rated.sample(config.persona_items, random_state=config.seed)
         pairs = [(lines[i], r) for i, r in rated[[ITEM, RATING]].itertuples(index=False)]
-        requests.append(
-            ChatRequest(
-                messages=persona_messages(pairs, config.domain),
-                schema=persona_schema(),
-                temperature=config.temperature,
-                max_tokens=600,
-                tag=user,
-            )
-        )
-    results = client.map(requests, desc="personas")
-    if log is not None:
-        log.add_calls("persona", results)
+        messages.append(persona_messages(pairs, config.domain))
+    results = ctx.ask(
+        "persona", users, messages, persona_schema(), temperature=config.temperature,
+        max_tokens=600, desc="personas",
+    )  # fmt: skip
     agents = {}
     for user, result in zip(users, results, strict=True):
         persona = persona_text(result.data) if result.ok else None
-        if persona is None and log is not None:
-            log.count("persona_unusable")
+        if persona is None:
+            ctx.log.count("persona_unusable")
         level = trait_rows.loc[user] if user in trait_rows.index else None
         agents[user] = Agent(
             user_id=user,

@@ -74,15 +74,20 @@ def genre_concentration(recommended: pd.DataFrame, item_genres: pd.Series) -> pd
     return pd.DataFrame(rows, columns=columns)
 
 
-def bubble_figure(table: pd.DataFrame) -> Figure:
+def bubble_figure(table: pd.DataFrame, n_genres_total: int | None = None) -> Figure:
     """Top-genre share and number of genres recommended, round by round.
+
+    Rounds get whole-number ticks; the share is drawn on its full 0-100% scale and the
+    genre count from 0 (to ``n_genres_total``, the catalogue's genres, when given), so a
+    wobble of a point is not zoomed to fill the panel; a panel whose values are all equal
+    says so.
 
     Taught in: notebook 02, section 7 "The filter bubble".
     """
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from recagents.plotting import PALETTE
+    from recagents.plotting import PALETTE, fixed_scale, integer_axis, note_if_degenerate
 
     _require(table, ["round", "n_genres", "top_share"], "table")
     names = list(dict.fromkeys(table[RECOMMENDER])) if RECOMMENDER in table else [None]
@@ -93,6 +98,14 @@ def bubble_figure(table: pd.DataFrame) -> Figure:
         part = part.sort_values("round")
         axes[0].plot(part["round"], part["top_share"] * 100, "o-", color=color, label=name)
         axes[1].plot(part["round"], part["n_genres"], "o-", color=color, label=name)
+    fixed_scale(axes[0], 0.0, 100.0)
+    most = float(n_genres_total or max(1.0, float(table["n_genres"].max()) * 1.15))
+    fixed_scale(axes[1], 0.0, most)
+    note_if_degenerate(axes[0], table["top_share"] * 100, "rounds", scale=(0.0, 100.0))
+    note_if_degenerate(axes[1], table["n_genres"], "rounds", scale=(0.0, most))
+    for ax in axes:
+        integer_axis(ax, "x")
+    integer_axis(axes[1], "y")
     axes[0].set(title="Share of the top genre", xlabel="round", ylabel="% of genre labels")
     axes[1].set(title="Distinct genres recommended", xlabel="round", ylabel="genres")
     if names != [None]:

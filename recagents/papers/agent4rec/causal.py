@@ -8,7 +8,7 @@ exposure -> views loop; this module builds the per-item table, runs DirectLiNGAM
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -151,72 +151,75 @@ def causal_discovery(
     return out
 
 
-def causal_figure(
-    adjacency: pd.DataFrame, threshold: float = 0.05, title: str = "DirectLiNGAM"
-) -> Figure:
-    """Draw the causal graph: nodes on a circle, arrows cause -> effect labelled by weight.
-
-    Edges with ``|weight| <= threshold`` are omitted; positive weights are blue, negative
-    red, and the line width grows with ``|weight|``. Matplotlib only (no graphviz).
-
-    Taught in: notebook 02, section 8 "Causal discovery".
-    """
-    import matplotlib.pyplot as plt
+def _draw_edge(ax: Any, start: tuple[float, float], end: tuple[float, float], weight: float,
+               biggest: float) -> None:  # fmt: skip
+    """One arrow cause -> effect, coloured by sign, as thick as ``|weight|``, with its label."""
     from matplotlib.patches import FancyArrowPatch
 
+    arrow = FancyArrowPatch(
+        start,
+        end,
+        arrowstyle="-|>",
+        mutation_scale=16,
+        shrinkA=28,
+        shrinkB=28,
+        connectionstyle="arc3,rad=0.12",
+        color="tab:blue" if weight > 0 else "tab:red",
+        linewidth=1 + 3 * abs(weight) / biggest,
+    )
+    ax.add_patch(arrow)
+    (x0, y0), (x1, y1) = start, end
+    # The arc bulges by rad/2 of the chord at its middle: put the label there.
+    mx, my = (x0 + x1) / 2 + (y1 - y0) * 0.06, (y0 + y1) / 2 - (x1 - x0) * 0.06
+    ax.text(mx, my, f"{weight:+.2f}", ha="center", va="center", fontsize=9,
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})  # fmt: skip
+
+
+def _check_adjacency(adjacency: pd.DataFrame, threshold: float) -> None:
     if not isinstance(adjacency, pd.DataFrame) or adjacency.shape[0] != adjacency.shape[1]:
         raise ValueError("adjacency must be a square DataFrame (row = effect, column = cause)")
     if list(adjacency.index) != list(adjacency.columns):
         raise ValueError("adjacency rows and columns must name the same variables in order")
     if not threshold >= 0:
         raise ValueError(f"threshold must be >= 0, got {threshold!r}")
+
+
+def causal_figure(
+    adjacency: pd.DataFrame, threshold: float = 0.05, title: str = "DirectLiNGAM"
+) -> Figure:
+    """Draw the causal graph: nodes on a circle, arrows cause -> effect labelled by weight.
+
+    Edges with ``|weight| <= threshold`` are omitted; positive weights are blue, negative
+    red, and the line width grows with ``|weight|``. A graph with no edge left says so on
+    the figure. Matplotlib only (no graphviz).
+
+    Taught in: notebook 02, section 8 "Causal discovery".
+    """
+    import matplotlib.pyplot as plt
+
+    from recagents.plotting import NOTE_GID
+
+    _check_adjacency(adjacency, threshold)
     names = list(adjacency.index)
     angles = np.pi / 2 - 2 * np.pi * np.arange(len(names)) / len(names)
     pos = {n: (np.cos(a), np.sin(a)) for n, a in zip(names, angles, strict=True)}
     fig, ax = plt.subplots(figsize=(6, 6))
     weights = adjacency.to_numpy(dtype=float)
     biggest = max(float(np.nanmax(np.abs(weights))), 1e-12)
+    edges = 0
     for i, effect in enumerate(names):
         for j, cause in enumerate(names):
             w = weights[i, j]
             if i == j or not np.isfinite(w) or abs(w) <= threshold:
                 continue
-            arrow = FancyArrowPatch(
-                pos[cause],
-                pos[effect],
-                arrowstyle="-|>",
-                mutation_scale=16,
-                shrinkA=28,
-                shrinkB=28,
-                connectionstyle="arc3,rad=0.12",
-                color="tab:blue" if w > 0 else "tab:red",
-                linewidth=1 + 3 * abs(w) / biggest,
-            )
-            ax.add_patch(arrow)
-            (x0, y0), (x1, y1) = pos[cause], pos[effect]
-            mx, my = (x0 + x1) / 2, (y0 + y1) / 2
-            # The arc bulges by rad/2 of the chord at its middle: put the label there.
-            nx, ny = (y1 - y0) * 0.06, -(x1 - x0) * 0.06
-            ax.text(
-                mx + nx,
-                my + ny,
-                f"{w:+.2f}",
-                ha="center",
-                va="center",
-                fontsize=9,
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
-            )
+            _draw_edge(ax, pos[cause], pos[effect], float(w), biggest)
+            edges += 1
     for name, (x, y) in pos.items():
-        ax.text(
-            x,
-            y,
-            name,
-            ha="center",
-            va="center",
-            fontsize=11,
-            zorder=3,
-            bbox={"boxstyle": "round,pad=0.4", "fc": "#eeeeee", "ec": "#555555"},
-        )
+        ax.text(x, y, name, ha="center", va="center", fontsize=11, zorder=3,
+                bbox={"boxstyle": "round,pad=0.4", "fc": "#eeeeee", "ec": "#555555"})  # fmt: skip
+    if edges == 0:
+        ax.text(0, 0, f"no edge with |weight| > {threshold:g}", ha="center", va="center",
+                fontsize=10, color="#a50f15", gid=NOTE_GID)  # fmt: skip
     ax.set_xlim(-1.45, 1.45)
     ax.set_ylim(-1.45, 1.45)
     ax.set_aspect("equal")

@@ -8,7 +8,7 @@ real users'.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -249,15 +249,24 @@ def rating_distribution(
     return pd.DataFrame(rows, columns=["source", "rating", "count", "share"])
 
 
-def rating_figure(table: pd.DataFrame, title: str = "Rating distribution") -> Figure:
+def rating_figure(
+    table: pd.DataFrame,
+    title: str = "Rating distribution",
+    recorded: Mapping[int, float] | None = None,
+    recorded_label: str = "official run (recorded)",
+) -> Figure:
     """Grouped bars of the rating shares, agents next to real users.
+
+    ``recorded`` (star -> share, 0-1, of a recorded capable-model run, e.g. the official
+    run's in ``paper_numbers.table("A4R-F-rating")``) is marked across each star's bars, on
+    the same axis.
 
     Taught in: notebook 02, section 4 "The agents' ratings against the real ones".
     """
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from recagents.plotting import PALETTE
+    from recagents.plotting import PALETTE, REFERENCE_STYLES
 
     _require(table, ["source", "rating", "share"], "table")
     sources = list(dict.fromkeys(table["source"]))
@@ -269,8 +278,18 @@ def rating_figure(table: pd.DataFrame, title: str = "Rating distribution") -> Fi
         x = part["rating"].to_numpy(dtype=float) + (k - (len(sources) - 1) / 2) * width
         bars = ax.bar(x, part["share"] * 100, width=width, color=color, label=source)
         ax.bar_label(bars, fmt="%.1f", fontsize=8)
+    if recorded:
+        stars = [int(star) for star in recorded]
+        if not set(stars) <= set(range(1, 6)):
+            raise ValueError(f"recorded: stars must be 1-5, got {sorted(stars)}")
+        shares = [100 * float(v) for v in recorded.values()]
+        color = REFERENCE_STYLES["recorded"]["color"]
+        ax.hlines(shares, [s - 0.45 for s in stars], [s + 0.45 for s in stars], colors=color,
+                  linestyles="-.", linewidth=2, label=recorded_label, zorder=3)  # fmt: skip
     ax.set_xticks(range(1, 6))
+    top = max([float(table["share"].max()), *(recorded or {}).values()]) * 100
+    ax.set_ylim(0, top * 1.22 if top > 0 else 1.0)
     ax.set(title=title, xlabel="rating", ylabel="% of ratings")
-    ax.legend()
+    ax.legend(loc="upper left", fontsize=9)
     fig.tight_layout()
     return fig

@@ -15,12 +15,12 @@ import pandas as pd
 
 from recagents.columns import ITEM, USER
 from recagents.data import Dataset, Split
-from recagents.llm.client import ChatRequest, LLMClient, get_client
+from recagents.llm.client import LLMClient, get_client
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agent4rec.agents import Agent
 from recagents.papers.agent4rec.config import RECOMMENDERS, Agent4RecConfig
 from recagents.papers.agent4rec.loop import simulate
-from recagents.papers.agent4rec.prompts import taste_schema
-from recagents.papers.agent4rec.simlog import SimulationLog
+from recagents.papers.agent4rec.prompts import taste_messages, taste_schema
 
 __all__ = [
     "exposure_mask",
@@ -85,7 +85,7 @@ def taste_probe(
     lines: dict[str, str],
     config: Agent4RecConfig | None = None,
     client: LLMClient | None = None,
-    log: SimulationLog | None = None,
+    log: RunLog | None = None,
     phase: str = "taste",
 ) -> pd.DataFrame:
     """Ask each agent, from its persona alone, which of its probe items it would watch.
@@ -96,43 +96,25 @@ def taste_probe(
         ``probe`` with a ``predicted`` column (1 watch, 0 not, NA when the reply failed).
     """
     config = config or Agent4RecConfig()
-    client = client or get_client()
-    users, requests = [], []
+    ctx = RunContext(client or get_client(), log if log is not None else RunLog(), phase)
+    users, messages, sizes = [], [], []
     for user, group in probe.sort_values([USER, "position"]).groupby(USER):
-        listed = "\n".join(f"{k}. {lines[i]}" for k, i in enumerate(group[ITEM], start=1))
-        messages = [
-            {
-                "role": "system",
-                "content": f"You are a {config.domain} viewer.\n{agents[user].persona}",
-            },
-            {
-                "role": "user",
-                "content": (
-                    f"{config.domain.capitalize()}s:\n{listed}\nFor each one, in order, would "
-                    f'you watch it given your taste? Reply in JSON: "watch", one true or false '
-                    f"per {config.domain}."
-                ),
-            },
-        ]
         users.append(user)
-        requests.append(
-            ChatRequest(
-                messages=messages,
-                schema=taste_schema(len(group)),
-                temperature=config.temperature,
-                max_tokens=8 * len(group) + 30,
-                tag=user,
-            )
+        messages.append(
+            taste_messages(agents[user], [lines[i] for i in group[ITEM]], config.domain)
         )
-    results = client.map(requests, desc=f"taste probe ({phase})")
-    if log is not None:
-        log.add_calls(phase, results)
+        sizes.append(len(group))
+    results = ctx.ask(
+        "taste", users, messages, [taste_schema(n) for n in sizes],
+        temperature=config.temperature, max_tokens=[8 * n + 30 for n in sizes],
+        desc=f"taste probe ({phase})",
+    )  # fmt: skip
     answers = {}
     for user, result in zip(users, results, strict=True):
         watch = result.data.get("watch") if result.ok else None
         answers[user] = watch if isinstance(watch, list) else None
-        if answers[user] is None and log is not None:
-            log.count("taste_unusable")
+        if answers[user] is None:
+            ctx.log.count("taste_unusable")
     out = probe.sort_values([USER, "position"]).reset_index(drop=True)
     rank_in_user = out.groupby(USER).cumcount()
     out["predicted"] = pd.array(
@@ -160,8 +142,17 @@ def exposure_mask(split: Split) -> pd.DataFrame:
     return pd.concat([split.train, split.test])[[USER, ITEM]].drop_duplicates()
 
 
-def random_ranking(split: Split, users: Sequence[str], k: int, seed: int = 101) -> pd.DataFrame:
+def random_ranking(
+    split: Split,
+    users: Sequence[str],
+    k: int,
+    seed: int = 101,
+    exclude: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The Random recommender: ``k`` items per user, uniformly among the eligible ones.
+
+    Eligible: the training catalogue minus the user's rows of ``exclude`` (default
+    :func:`exposure_mask`, what the simulation must not show: train and test items).
 
     Taught in: not shown in a notebook (used by
         recagents.papers.agent4rec.evaluate.offline_accuracy and
@@ -169,7 +160,7 @@ def random_ranking(split: Split, users: Sequence[str], k: int, seed: int = 101) 
     """
     rng = np.random.default_rng(seed)
     catalogue = np.array(sorted(set(split.train[ITEM])))
-    banned = exposure_mask(split).groupby(USER)[ITEM].agg(set)
+    banned = (exposure_mask(split) if exclude is None else exclude).groupby(USER)[ITEM].agg(set)
     frames = []
     for user in users:
         allowed = catalogue[~np.isin(catalogue, list(banned.get(user, set())))]
@@ -264,10 +255,10 @@ def offline_accuracy(
     """
     from recagents import metrics
 
-    if model is None:
-        ranked = random_ranking(split, users, k, seed=seed)
+    seen = pd.concat([split.train, split.valid])[[USER, ITEM]]
+    if model is None:  # the same exclusion as a model's list: the test item stays eligible
+        ranked = random_ranking(split, users, k, seed=seed, exclude=seen)
     else:
-        seen = pd.concat([split.train, split.valid])[[USER, ITEM]]
         ranked = model.top_k(list(users), k, exclude=seen, seed=seed)
     per_user = metrics.ranking_metrics(
         ranked, split.test[[USER, ITEM]], ks=(k,), metrics=("recall", "ndcg")
@@ -286,7 +277,7 @@ def feedback_rounds(
     sentences: dict[str, dict[int, str]],
     config: Agent4RecConfig | None = None,
     client: LLMClient | None = None,
-    log: SimulationLog | None = None,
+    log: RunLog | None = None,
     train: Any = None,
 ) -> pd.DataFrame:
     """The filter-bubble loop: add what the agents viewed, retrain, recommend, simulate again.

@@ -18,6 +18,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recagents.llm.schemas import list_schema
 from recagents.papers.agent4rec.config import TRAITS
 from recagents.resources import read_resource, resource
 
@@ -39,6 +40,7 @@ __all__ = [
     "persona_schema",
     "persona_text",
     "reflection_messages",
+    "taste_messages",
     "taste_schema",
 ]
 
@@ -191,29 +193,19 @@ def _memories(recalled: Sequence[str]) -> str:
 def page_schema(n: int) -> dict[str, Any]:
     """A page reaction: one judgement per shown item, in page order.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.show_page).
     """
-    return {
+    judgement = {
         "type": "object",
         "properties": {
-            "items": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "aligned": {"type": "boolean"},
-                        "watch": {"type": "boolean"},
-                        "rating": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
-                        "feeling": {"type": "string", "maxLength": 200},
-                    },
-                    "required": ["aligned", "watch", "rating", "feeling"],
-                },
-                "minItems": n,
-                "maxItems": n,
-            }
+            "aligned": {"type": "boolean"},
+            "watch": {"type": "boolean"},
+            "rating": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
+            "feeling": {"type": "string", "maxLength": 200},
         },
-        "required": ["items"],
+        "required": ["aligned", "watch", "rating", "feeling"],
     }
+    return list_schema("items", judgement, n)
 
 
 def page_messages(
@@ -226,7 +218,7 @@ def page_messages(
 ) -> list:
     """The page reaction: judge each item, pick what to watch, rate it with a feeling.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.show_page).
     """
     listed = "\n".join(f"{k}. {line}" for k, line in enumerate(shown, start=1))
     user = (
@@ -248,7 +240,7 @@ def parse_page(data: Any, n: int) -> list[dict[str, Any]] | None:
 
     Returns ``None`` when the reply does not judge exactly ``n`` items.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.show_page).
     """
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         return None
@@ -275,7 +267,7 @@ def parse_page(data: Any, n: int) -> list[dict[str, Any]] | None:
 def exit_schema() -> dict[str, Any]:
     """The exit decision: how the agent feels, and whether it leaves.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.decide_exit).
     """
     return {
         "type": "object",
@@ -300,7 +292,7 @@ def exit_messages(
 ) -> list:
     """Leave or turn the page: the activity habit, fatigue by page, and recent memories.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.decide_exit).
     """
     fatigue = _FATIGUE.get(page, " You are very tired.")
     system = (
@@ -318,7 +310,7 @@ def exit_messages(
 def interview_schema() -> dict[str, Any]:
     """The satisfaction interview: 1-10 and why.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.interview).
     """
     return {
         "type": "object",
@@ -335,7 +327,7 @@ def interview_messages(
 ) -> list:
     """After leaving: rate the recommender 1-10 from the whole memory of the visit.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.interview).
     """
     system = _role(agent, sentences, domain) + _memories(agent.memory)
     user = (
@@ -348,7 +340,7 @@ def interview_messages(
 def reflection_messages(agent: Agent, domain: str = "movie") -> list:
     """Condense the visit so far into one sentence on how satisfied the agent is, and why.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.simulate).
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.reflect).
     """
     listed = "\n".join(f"- {m}" for m in agent.memory[-4:])
     return [
@@ -375,10 +367,18 @@ def taste_schema(n: int) -> dict[str, Any]:
 
     Taught in: not shown in a notebook (used by recagents.papers.agent4rec.evaluate.taste_probe).
     """
-    return {
-        "type": "object",
-        "properties": {
-            "watch": {"type": "array", "items": {"type": "boolean"}, "minItems": n, "maxItems": n}
-        },
-        "required": ["watch"],
-    }
+    return list_schema("watch", {"type": "boolean"}, n)
+
+
+def taste_messages(agent: Agent, shown: Sequence[str], domain: str = "movie") -> list:
+    """The taste probe: from its persona alone, would the agent watch each numbered item?
+
+    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.evaluate.taste_probe).
+    """
+    listed = "\n".join(f"{k}. {line}" for k, line in enumerate(shown, start=1))
+    system = f"You are a {domain} viewer.\n{agent.persona}"
+    user = (
+        f"{domain.capitalize()}s:\n{listed}\nFor each one, in order, would you watch it given "
+        f'your taste? Reply in JSON: "watch", one true or false per {domain}.'
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

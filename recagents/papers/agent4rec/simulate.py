@@ -13,8 +13,9 @@ independent agents' calls go out together (concurrently on a multi-slot endpoint
 
 This module is the simulator's one namespace (notebook 02 imports it as ``sim``); the code
 lives in :mod:`~recagents.papers.agent4rec.config`, :mod:`~recagents.papers.agent4rec.agents`,
-:mod:`~recagents.papers.agent4rec.prompts`, :mod:`~recagents.papers.agent4rec.simlog`,
-:mod:`~recagents.papers.agent4rec.loop` and :mod:`~recagents.papers.agent4rec.evaluate`.
+:mod:`~recagents.papers.agent4rec.prompts`, :mod:`~recagents.papers.agent4rec.loop` and
+:mod:`~recagents.papers.agent4rec.evaluate`; calls and counted problems go to the shared
+:class:`recagents.llm.runlog.RunLog`.
 """
 
 from __future__ import annotations
@@ -48,13 +49,11 @@ from recagents.papers.agent4rec.prompts import (
     reflection_messages,
     taste_schema,
 )
-from recagents.papers.agent4rec.simlog import SimulationLog
 
 __all__ = [
     "TRAITS",
     "Agent",
     "Agent4RecConfig",
-    "SimulationLog",
     "build_agents",
     "exit_messages",
     "exit_schema",

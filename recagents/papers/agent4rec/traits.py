@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -285,43 +286,102 @@ _MEASURE_LABELS = {
     "n_genres_watched": "genres watched",
 }
 
+_MEASURE_TITLES = {
+    "exit_page": "exit page",
+    "n_watched": "items watched",
+    "rating_mse": "rating deviation",
+    "n_genres_watched": "genres watched",
+}
 
-def trait_figure(behaviour: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> Figure:
-    """One panel per (trait, measure) pair: mean and 95% bootstrap CI per trait level.
+#: Measures that count whole things (pages, items, genres): their axis gets integer ticks.
+_COUNT_MEASURES = ("exit_page", "n_watched", "n_genres_watched")
 
-    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
-    """
-    import matplotlib.pyplot as plt
+
+def _trait_panel(
+    ax: Any,
+    behaviour: pd.DataFrame,
+    trait: str,
+    measure: str,
+    recommenders: list[Any],
+    n_boot: int,
+    seed: int,
+) -> list[float]:
+    """Draw one (trait, measure) panel; return every plotted mean and bound."""
     import seaborn as sns
 
     from recagents.plotting import PALETTE
 
+    colors = sns.color_palette(PALETTE, len(recommenders))
+    offsets = np.linspace(-0.15, 0.15, len(recommenders)) if len(recommenders) > 1 else [0.0]
+    drawn: list[float] = []
+    for name, offset, color in zip(recommenders, offsets, colors, strict=True):
+        frame = behaviour if name is None else behaviour[behaviour[RECOMMENDER] == name]
+        xs, means, lows, highs = [], [], [], []
+        for level in (1, 2, 3):
+            values = frame.loc[frame[trait] == level, measure].dropna()
+            if values.empty:
+                continue
+            mean, low, high = bootstrap_ci(values.to_numpy(float), n_boot=n_boot, seed=seed)
+            xs.append(level + offset)
+            means.append(mean)
+            lows.append(mean - low)
+            highs.append(high - mean)
+            drawn += [mean, low, high]
+        ax.errorbar(xs, means, yerr=[lows, highs], fmt="o-", capsize=3, color=color, label=name)
+    return drawn
+
+
+def trait_figure(
+    behaviour: pd.DataFrame,
+    n_boot: int = 1000,
+    seed: int = 0,
+    recorded: Mapping[str, Sequence[float]] | None = None,
+    recorded_label: str = "official run (recorded)",
+) -> Figure:
+    """One panel per (trait, measure) pair: mean and 95% bootstrap CI per trait level.
+
+    Each panel is titled by its trait and measure; a panel whose values are all equal says
+    so and is not zoomed; counts (pages, items, genres) get whole-number ticks. ``recorded``
+    (measure -> the level 1, 2, 3 means of a recorded capable-model run, e.g. the official
+    run's in ``paper_numbers.table("A4R-F-traits")``) is drawn on the same axes.
+
+    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
+    """
+    import matplotlib.pyplot as plt
+
+    from recagents.plotting import REFERENCE_STYLES, integer_axis, note_if_degenerate
+
     needed = sorted({c for pair in TRAIT_MEASURES for c in pair})
     _require(behaviour, needed, "behaviour")
     _check_boot(n_boot)
+    unknown = sorted(set(recorded or {}) - {m for _, m in TRAIT_MEASURES})
+    if unknown:
+        known = [m for _, m in TRAIT_MEASURES]
+        raise ValueError(f"recorded: unknown measure(s) {unknown}; known: {known}")
     recommenders = (
         list(dict.fromkeys(behaviour[RECOMMENDER])) if RECOMMENDER in behaviour else [None]
     )
-    colors = sns.color_palette(PALETTE, len(recommenders))
-    offsets = np.linspace(-0.15, 0.15, len(recommenders)) if len(recommenders) > 1 else [0.0]
-    fig, axes = plt.subplots(1, len(TRAIT_MEASURES), figsize=(3.2 * len(TRAIT_MEASURES), 3.4))
+    fig, axes = plt.subplots(1, len(TRAIT_MEASURES), figsize=(3.3 * len(TRAIT_MEASURES), 3.6))
     for ax, (trait, measure) in zip(axes, TRAIT_MEASURES, strict=True):
-        for name, offset, color in zip(recommenders, offsets, colors, strict=True):
-            frame = behaviour if name is None else behaviour[behaviour[RECOMMENDER] == name]
-            xs, means, lows, highs = [], [], [], []
-            for level in (1, 2, 3):
-                values = frame.loc[frame[trait] == level, measure].dropna()
-                if values.empty:
-                    continue
-                mean, low, high = bootstrap_ci(values.to_numpy(float), n_boot=n_boot, seed=seed)
-                xs.append(level + offset)
-                means.append(mean)
-                lows.append(mean - low)
-                highs.append(high - mean)
-            ax.errorbar(xs, means, yerr=[lows, highs], fmt="o-", capsize=3, color=color, label=name)
+        drawn = _trait_panel(ax, behaviour, trait, measure, recommenders, n_boot, seed)
+        reference = [float(v) for v in (recorded or {}).get(measure, [])]
+        if reference:
+            ax.plot(range(1, len(reference) + 1), reference, marker="X", markersize=8,
+                    label=recorded_label, **REFERENCE_STYLES["recorded"])  # fmt: skip
         ax.set_xticks([1, 2, 3])
-        ax.set(title=f"{trait} level", xlabel="level", ylabel=_MEASURE_LABELS[measure])
-    if recommenders != [None]:
-        axes[-1].legend(title="recommender")
+        if measure in _COUNT_MEASURES:
+            integer_axis(ax, "y")
+        note_if_degenerate(ax, drawn, "values", include=reference, count=len(drawn) // 3)
+        title = f"{trait}: {_MEASURE_TITLES[measure]}"
+        ax.set(title=title, xlabel=f"{trait} level", ylabel=_MEASURE_LABELS[measure])
+    if recommenders != [None] or recorded:
+        handles, labels = axes[0].get_legend_handles_labels()
+        for ax in axes[1:]:
+            more = ax.get_legend_handles_labels()
+            handles += [h for h, lab in zip(*more, strict=True) if lab not in labels]
+            labels += [lab for lab in more[1] if lab not in labels]
+        title = "recommender" if recommenders != [None] else None
+        axes[-1].legend(handles, labels, title=title, fontsize=9,
+                        loc="center left", bbox_to_anchor=(1.02, 0.5))  # fmt: skip
     fig.tight_layout()
     return fig

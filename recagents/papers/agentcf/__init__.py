@@ -32,9 +32,14 @@ Modules, in the order a run uses them:
 The ranking contract (:func:`parse_ranking`, :func:`ranking_frame`, ...) and the call log
 (:class:`RunLog`, :func:`cost_table`) are shared by all papers and re-exported here from
 :mod:`recagents.protocol` and :mod:`recagents.llm.runlog`.
+
+The same entry point in all five papers: :mod:`~recagents.papers.agentcf.entry` holds
+:func:`run`, the paper's experiment as a :class:`~recagents.protocol.PaperRun` and
+:func:`rank`, its ranking of shared candidates.
 """
 
 from recagents.llm.runlog import RunLog, cost_table
+from recagents.papers.agentcf import entry
 from recagents.papers.agentcf.agents import (
     AgentState,
     apply_item_reflection,
@@ -95,6 +100,7 @@ from recagents.protocol import (
 )
 
 __all__ = [
+    "entry",
     "ABLATIONS",
     "RELEASED_SUBSETS",
     "VARIANTS",

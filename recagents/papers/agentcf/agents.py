@@ -19,8 +19,8 @@ import pandas as pd
 from recagents.columns import GENRES, ITEM, TITLE, USER
 from recagents.data import Dataset
 from recagents.data import readable_title as _readable_title
-from recagents.llm.client import ChatRequest, LLMClient, get_client
-from recagents.llm.runlog import RunLog, ask_each
+from recagents.llm.client import LLMClient, get_client
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agentcf.config import (
     ABLATIONS,
     BATCH,
@@ -33,6 +33,7 @@ from recagents.papers.agentcf.config import (
 from recagents.papers.agentcf.prompts import (
     _text_field,
     choice_schema,
+    domain_wording,
     forward_messages,
     item_reflection_messages,
     item_reflection_schema,
@@ -46,12 +47,17 @@ __all__ = [
     "AgentState",
     "apply_item_reflection",
     "apply_user_reflection",
+    "forward_choices",
     "initial_item_memory",
     "initial_state",
     "initial_user_memory",
     "item_titles",
+    "pair_outcomes",
+    "reflect_items",
+    "reflect_users",
     "reflecting_pairs",
     "train",
+    "train_batch",
     "verbalised_history",
 ]
 
@@ -86,16 +92,20 @@ class AgentState:
 
 
 _NO_OCCUPATION = {"", "none", "other", "nan"}
+#: The items column with the paper's CD category text (:func:`recagents.released.load_cds`).
+_CATEGORY = "category"
 
 
-def initial_user_memory(features: dict[str, Any] | None, domain: str = "movie") -> str:
+def initial_user_memory(features: dict[str, Any] | None, domain: str | None = "movie") -> str:
     """A user's first self-description, from gender and occupation when the data has them.
 
-    Like the paper's MovieLens branch; a missing or "other" occupation becomes a
-    domain enthusiast. Without features, one generic sentence for every user (as on CDs).
+    Like the paper's branch for datasets with user features (MovieLens); a missing or
+    "other" occupation becomes a domain enthusiast. Without features, one generic sentence
+    for every user (as on CDs).
 
     Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.initial_state).
     """
+    domain = domain_wording(domain).noun
     features = features or {}
     gender = {"M": "man", "F": "woman"}.get(str(features.get("gender", "")).upper(), "")
     occupation = str(features.get("occupation", "") or "").strip().lower()
@@ -110,15 +120,33 @@ def initial_user_memory(features: dict[str, Any] | None, domain: str = "movie") 
     return f"{who} I have not yet worked out which kinds of {domain}s I like and dislike."
 
 
-def initial_item_memory(genres: Sequence[str], domain: str = "movie") -> str:
+def initial_item_memory(
+    genres: Sequence[str],
+    domain: str | None = "movie",
+    title: str | None = None,
+    category: str | None = None,
+) -> str:
     """An item's first description: its categories (the title is always shown beside it).
+
+    A domain with the paper's own first description (CDs: "The CD is called '...'. The
+    category of this CD is: '...'.") uses it when the item has a title and a category;
+    otherwise the genre sentence ("A movie of the genres ...").
 
     Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.initial_state).
     """
+    words = domain_wording(domain)
+    domain = words.noun
+    if words.first_description is not None and _text(title) and _text(category):
+        return words.first_description.format(noun=domain, title=title, category=category)
     genres = [g for g in genres if g and g.lower() != "unknown"]
     if not genres:
         return f"A {domain}."
     return f"A {domain} of the genres {', '.join(genres)}."
+
+
+def _text(value: Any) -> bool:
+    """Whether a table cell is a non-empty string (a missing one is NaN or ``None``)."""
+    return isinstance(value, str) and bool(value.strip())
 
 
 def item_titles(dataset: Dataset, move_article: bool = True) -> dict[str, str]:
@@ -136,14 +164,16 @@ def item_titles(dataset: Dataset, move_article: bool = True) -> dict[str, str]:
     return titles
 
 
-def initial_state(dataset: Dataset, subset: Subset, domain: str = "movie") -> AgentState:
+def initial_state(dataset: Dataset, subset: Subset, domain: str | None = None) -> AgentState:
     """Untrained agents: every user of the subset, and every item of the dataset.
 
-    Items outside the subset never train, but a candidate list drawn from the whole dataset
+    ``domain`` names the items in the memories (``None``: ``dataset.domain``). Items outside
+    the subset never train, but a candidate list drawn from the whole dataset
     (``pool="dataset"``) still shows them with their initial description.
 
     Taught in: notebook 01, section 2 "The agents and what they are asked".
     """
+    domain = domain or dataset.domain
     users = dataset.users.set_index(USER) if dataset.users is not None else None
     user_memory = {}
     for user in subset.users:
@@ -151,11 +181,13 @@ def initial_state(dataset: Dataset, subset: Subset, domain: str = "movie") -> Ag
         if users is not None and user in users.index:
             features = users.loc[user].to_dict()
         user_memory[user] = initial_user_memory(features, domain)
-    genres: dict[str, tuple[str, ...]] = {}
-    if dataset.items is not None and GENRES in dataset.items:
-        genres = dict(zip(dataset.items[ITEM], dataset.items[GENRES], strict=True))
+    genres, raw_titles, categories = _item_columns(dataset)
     item_memory = {
-        item: [initial_item_memory(genres.get(item, ()), domain)]
+        item: [
+            initial_item_memory(
+                genres.get(item, ()), domain, raw_titles.get(item), categories.get(item)
+            )
+        ]
         for item in sorted(set(dataset.interactions[ITEM]) | set(subset.windows[ITEM]))
     }
     return AgentState(
@@ -165,15 +197,29 @@ def initial_state(dataset: Dataset, subset: Subset, domain: str = "movie") -> Ag
     )
 
 
-def verbalised_history(titles: Sequence[str], domain: str = "movie") -> str:
+def _item_columns(dataset: Dataset) -> tuple[dict, dict, dict]:
+    """Genres, titles (as stored) and categories by item id, each empty when absent."""
+    items = dataset.items
+    columns = []
+    for column in (GENRES, TITLE, _CATEGORY):
+        if items is not None and column in items:
+            columns.append(dict(zip(items[ITEM], items[column], strict=True)))
+        else:
+            columns.append({})
+    return columns[0], columns[1], columns[2]
+
+
+def verbalised_history(titles: Sequence[str], domain: str | None = "movie") -> str:
     """A user described by their history alone (the "without user agent" ablation).
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.agentcf.evaluate.rank_candidates and
-        recagents.papers.agentcf.agents._user_text).
+        recagents.papers.agentcf.evaluate.ranking_prompt and
+        recagents.papers.agentcf.agents.pair_outcomes).
     """
+    words = domain_wording(domain)
+    domain = words.noun
     if not titles:
-        return f"I have not watched any {domain}s yet."
+        return f"I have not {words.past} any {domain}s yet."
     return f"These are the {domain}s I chose recently, oldest first: " + "; ".join(titles) + "."
 
 
@@ -247,9 +293,8 @@ def train(
     if mode not in ABLATIONS:
         raise ValueError(f"mode must be one of {ABLATIONS}, got {mode!r}")
     config = config or AgentCFConfig()
-    client = client or get_client()
+    ctx = RunContext(client or get_client(), RunLog(), phase)
     state = state.copy()
-    log = RunLog()
     rng = np.random.default_rng(config.seed)
     batches = list(pairs.groupby(BATCH, sort=True))
     bar = tqdm(batches, desc=f"AgentCF {mode}", disable=not progress)
@@ -257,22 +302,56 @@ def train(
         rows = batch.to_dict("records")
         for row in rows:
             row["positive_first"] = _positive_first(config, rng)
-        rounds = 1 if mode == "no_autonomy" else config.rounds
-        for round_index in range(rounds):
-            context = {"batch": int(batch_id), "round": round_index}
-            outcomes = _forward(
-                state, rows, subset, titles, config, mode, client, log, phase, context
-            )
-            users_reflect, items_reflect = reflecting_pairs(outcomes, round_index, mode)
-            _reflect_users(state, users_reflect, config, client, log, phase, context)
-            _reflect_items(state, items_reflect, config, client, log, phase, context)
-        for user in dict.fromkeys(r[USER] for r in rows):
-            state.user_versions[user].append(state.user_memory[user])
+        train_batch(ctx, state, rows, int(batch_id), subset, titles, config, mode)
         if progress:
-            forward = [e for e in log.events if e["kind"] == "forward" and e["correct"] is not None]
+            forward = [
+                e for e in ctx.log.events if e["kind"] == "forward" and e["correct"] is not None
+            ]
             if forward:
                 bar.set_postfix(pair_acc=f"{np.mean([e['correct'] for e in forward]):.2f}")
-    return state, log
+    return state, ctx.log
+
+
+def train_batch(
+    ctx: RunContext,
+    state: AgentState,
+    rows: list[dict[str, Any]],
+    batch_id: int,
+    subset: Subset,
+    titles: dict[str, str],
+    config: AgentCFConfig,
+    mode: str = "full",
+) -> None:
+    """One batch of collaborative reflection, in place: rounds of choice and reflection.
+
+    Each round: the pairs' outcomes (:func:`pair_outcomes`), the user agents' choices
+    (:func:`forward_choices`, skipped by ``no_autonomy``), then the reflections of the users
+    and items :func:`reflecting_pairs` selects (:func:`reflect_users`, :func:`reflect_items`).
+    At the end every user of the batch saves its self-description as a long-term version.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train).
+
+    Args:
+        ctx: Client, log and phase of the calls.
+        state: The memories, changed in place.
+        rows: The batch's pairs, each with its ``positive_first`` drawn.
+        batch_id: The batch's number (stamped on every event).
+        subset: The subset (for histories).
+        titles: Item titles by id.
+        config: Settings.
+        mode: One of :data:`ABLATIONS`.
+    """
+    rounds = 1 if mode == "no_autonomy" else config.rounds
+    for round_index in range(rounds):
+        where = {"batch": batch_id, "round": round_index}
+        outcomes = pair_outcomes(state, rows, subset, titles, mode, config.domain)
+        if mode != "no_autonomy":
+            outcomes = forward_choices(ctx, outcomes, config, where)
+        users_reflect, items_reflect = reflecting_pairs(outcomes, round_index, mode)
+        reflect_users(ctx, state, users_reflect, config, where)
+        reflect_items(ctx, state, items_reflect, config, where)
+    for user in dict.fromkeys(r[USER] for r in rows):
+        state.user_versions[user].append(state.user_memory[user])
 
 
 def reflecting_pairs(
@@ -284,7 +363,7 @@ def reflecting_pairs(
     sides, right pairs on the item side only. ``no_user_agent`` drops the user side,
     ``no_item_agent`` the item side.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
 
     Returns:
         ``(user_side, item_side)``, each a sub-list of ``outcomes`` in order.
@@ -301,7 +380,7 @@ def reflecting_pairs(
 def apply_user_reflection(state: AgentState, user: str, data: Any) -> tuple[str, str | None]:
     """Store a user reflection's new self-description; a reply without one changes nothing.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_users).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_users).
 
     Returns:
         ``(before, after)``, ``after`` being ``None`` when the reply was unusable.
@@ -321,7 +400,7 @@ def apply_item_reflection(
     The reply holds both rewrites; the paper stores only the positive's. An unusable reply
     changes nothing.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_items).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_items).
 
     Returns:
         One record per item: ``item_id, role, before, after, stored``.
@@ -349,8 +428,22 @@ def _user_text(state: AgentState, subset: Subset, titles: dict, row: dict, mode:
     return state.user_memory[row[USER]]
 
 
-def _forward(state, rows, subset, titles, config, mode, client, log, phase, context) -> list:
-    """Run the forward choices of one round; return one outcome per pair that succeeded."""
+def pair_outcomes(
+    state: AgentState,
+    rows: Sequence[dict[str, Any]],
+    subset: Subset,
+    titles: dict[str, str],
+    mode: str = "full",
+    domain: str | None = "movie",
+) -> list[dict[str, Any]]:
+    """What a round starts from: per pair, the two lines shown and the user as it stands.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+
+    Returns:
+        One outcome per row: the row, ``first``, ``second``, ``preferred`` (1 or 2),
+        ``user_text``, and ``chosen``, ``explanation``, ``correct`` still ``None``.
+    """
     outcomes = []
     for row in rows:
         first, second, preferred = _pair_texts(
@@ -365,23 +458,35 @@ def _forward(state, rows, subset, titles, config, mode, client, log, phase, cont
                 "chosen": None,
                 "explanation": None,
                 "correct": None,
-                "user_text": _user_text(state, subset, titles, row, mode, config.domain),
+                "user_text": _user_text(state, subset, titles, row, mode, domain),
             }
         )
-    if mode == "no_autonomy":
-        return outcomes
-    requests = [
-        ChatRequest(
-            messages=forward_messages(o["user_text"], o["first"], o["second"], config.domain),
-            schema=choice_schema(),
-            temperature=config.temperature,
-            max_tokens=220,
-            tag=o[USER],
-        )
-        for o in outcomes
+    return outcomes
+
+
+def forward_choices(
+    ctx: RunContext,
+    outcomes: list[dict[str, Any]],
+    config: AgentCFConfig,
+    where: dict[str, int],
+) -> list[dict[str, Any]]:
+    """The forward step: every user agent chooses between its pair's two items.
+
+    The requests run as one batch (kind ``forward``); each choice is written into its
+    outcome and logged as a ``forward`` event stamped with ``where`` (batch and round).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+
+    Returns:
+        The outcomes whose reply named an option, in order (the others reflect on nothing).
+    """
+    messages = [
+        forward_messages(o["user_text"], o["first"], o["second"], config.domain) for o in outcomes
     ]
-    results = client.map(requests, progress=False, desc="forward")
-    log.add_calls(phase, "forward", results)
+    results = ctx.ask(
+        "forward", [o[USER] for o in outcomes], messages, choice_schema(),
+        temperature=config.temperature, max_tokens=220, progress=False,
+    )  # fmt: skip
     kept = []
     for outcome, result in zip(outcomes, results, strict=True):
         chosen = parse_choice(result.data) if result.ok else None
@@ -390,22 +495,25 @@ def _forward(state, rows, subset, titles, config, mode, client, log, phase, cont
             outcome["explanation"] = _text_field(result.data, "explanation") or ""
             outcome["correct"] = chosen == outcome["preferred"]
             kept.append(outcome)
-        log.events.append(
-            {
-                **context,
-                "kind": "forward",
-                USER: outcome[USER],
-                STEP: outcome[STEP],
-                POSITIVE: outcome[POSITIVE],
-                NEGATIVE: outcome[NEGATIVE],
-                "positive_first": outcome["positive_first"],
-                "chosen": outcome["chosen"],
-                "correct": outcome["correct"],
-                "explanation": outcome["explanation"],
-                "ok": chosen is not None,
-            }
-        )
+        ctx.log.events.append(_forward_event(outcome, where, chosen is not None))
     return kept
+
+
+def _forward_event(outcome: dict[str, Any], where: dict[str, int], ok: bool) -> dict[str, Any]:
+    """The teaching-trace row of one forward choice."""
+    return {
+        **where,
+        "kind": "forward",
+        USER: outcome[USER],
+        STEP: outcome[STEP],
+        POSITIVE: outcome[POSITIVE],
+        NEGATIVE: outcome[NEGATIVE],
+        "positive_first": outcome["positive_first"],
+        "chosen": outcome["chosen"],
+        "correct": outcome["correct"],
+        "explanation": outcome["explanation"],
+        "ok": ok,
+    }
 
 
 def _reflection_texts(outcome: dict[str, Any], user_text: str) -> tuple:
@@ -420,23 +528,21 @@ def _reflection_texts(outcome: dict[str, Any], user_text: str) -> tuple:
     )
 
 
-def _ask(client, log, phase, kind, outcomes, messages, schema, max_tokens, config) -> list:
-    """One reflection request per outcome, run concurrently, accounted in the log."""
-    return ask_each(
-        client,
-        log,
-        phase,
-        kind,
-        [o[USER] for o in outcomes],
-        messages,
-        schema,
-        temperature=config.temperature,
-        max_tokens=max_tokens,
-        progress=False,
-    )
+def reflect_users(
+    ctx: RunContext,
+    state: AgentState,
+    outcomes: list[dict[str, Any]],
+    config: AgentCFConfig,
+    where: dict[str, int],
+) -> None:
+    """User agents rewrite their self-descriptions after their pairs (in place).
 
+    One request per outcome (kind ``user_reflection``); a usable reply replaces the user's
+    memory and the outcome's ``user_text`` (which the item reflections then read); every
+    memory before and after is logged as an event stamped with ``where``.
 
-def _reflect_users(state, outcomes, config, client, log, phase, context) -> None:
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+    """
     if not outcomes:
         return
     messages = [
@@ -445,25 +551,18 @@ def _reflect_users(state, outcomes, config, client, log, phase, context) -> None
         )
         for o in outcomes
     ]
-    schema = user_reflection_schema(config.user_words)
-    results = _ask(
-        client,
-        log,
-        phase,
-        "user_reflection",
-        outcomes,
-        messages,
-        schema,
-        2 * config.user_words + 60,
-        config,
-    )
+    results = ctx.ask(
+        "user_reflection", [o[USER] for o in outcomes], messages,
+        user_reflection_schema(config.user_words), temperature=config.temperature,
+        max_tokens=2 * config.user_words + 60, progress=False,
+    )  # fmt: skip
     for outcome, result in zip(outcomes, results, strict=True):
         before, after = apply_user_reflection(state, outcome[USER], result.data)
         if after is not None:
             outcome["user_text"] = after
-        log.events.append(
+        ctx.log.events.append(
             {
-                **context,
+                **where,
                 "kind": "user_reflection",
                 USER: outcome[USER],
                 STEP: outcome[STEP],
@@ -475,7 +574,20 @@ def _reflect_users(state, outcomes, config, client, log, phase, context) -> None
         )
 
 
-def _reflect_items(state, outcomes, config, client, log, phase, context) -> None:
+def reflect_items(
+    ctx: RunContext,
+    state: AgentState,
+    outcomes: list[dict[str, Any]],
+    config: AgentCFConfig,
+    where: dict[str, int],
+) -> None:
+    """Item agents rewrite their descriptions from the user's (updated) text (in place).
+
+    One request per outcome (kind ``item_reflection``) holding both items' rewrites; what is
+    stored follows :func:`apply_item_reflection`; each item's before and after is logged.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+    """
     if not outcomes:
         return
     messages = [
@@ -484,26 +596,19 @@ def _reflect_items(state, outcomes, config, client, log, phase, context) -> None
         )
         for o in outcomes
     ]
-    schema = item_reflection_schema(config.item_words)
-    results = _ask(
-        client,
-        log,
-        phase,
-        "item_reflection",
-        outcomes,
-        messages,
-        schema,
-        4 * config.item_words + 60,
-        config,
-    )
+    results = ctx.ask(
+        "item_reflection", [o[USER] for o in outcomes], messages,
+        item_reflection_schema(config.item_words), temperature=config.temperature,
+        max_tokens=4 * config.item_words + 60, progress=False,
+    )  # fmt: skip
     for outcome, result in zip(outcomes, results, strict=True):
         records = apply_item_reflection(
             state, outcome[POSITIVE], outcome[NEGATIVE], result.data, config.update_negative
         )
         for record in records:
-            log.events.append(
+            ctx.log.events.append(
                 {
-                    **context,
+                    **where,
                     "kind": "item_reflection",
                     USER: outcome[USER],
                     STEP: outcome[STEP],

@@ -7,8 +7,12 @@ rankers and training modes, and the column names below are shared by the other m
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from recagents.data import Dataset
 
 __all__ = [
     "ABLATIONS",
@@ -22,18 +26,19 @@ __all__ = [
     "AgentCFConfig",
 ]
 
-#: Ranking variants: the paper's three, plus two rankers that need no trained user agent.
-VARIANTS = ("B", "B+H", "B+R", "LLMRank", "history-user")
-
-#: Training modes: the full method and the paper's three ablations (Table 3).
-ABLATIONS = ("full", "no_autonomy", "no_item_agent", "no_user_agent")
-
+#: Column names of the schedule, the training log and the probes.
 ROLE = "role"
 SLOT = "slot"
 STEP = "step"
 BATCH = "batch"
 POSITIVE = "positive"
 NEGATIVE = "negative"
+
+#: Ranking variants: the paper's three, plus two rankers that need no trained user agent.
+VARIANTS = ("B", "B+H", "B+R", "LLMRank", "history-user")
+
+#: Training modes: the full method and the paper's three ablations (Table 3).
+ABLATIONS = ("full", "no_autonomy", "no_item_agent", "no_user_agent")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -46,7 +51,10 @@ class AgentCFConfig:
     Taught in: notebook 01, section 0 "Setup".
 
     Attributes:
-        domain: The noun the prompts use for an item ("movie", "CD", "office product").
+        domain: The noun the prompts use for an item ("movie", "CD", "office product");
+            ``None`` (the default): the dataset's (:meth:`for_dataset`), and "movie" where no
+            dataset is at hand. The verb and first item description follow it
+            (:data:`recagents.papers.agentcf.prompts.DOMAIN_WORDING`).
         n_targets: Training targets per user (the paper: 5, in time order).
         batch_size: Distinct users per batch; all calls of a batch see one memory state.
             ``1`` makes every update sequential (the fix for "last write wins").
@@ -70,7 +78,7 @@ class AgentCFConfig:
         seed: Seeds negatives, pair order and tie-breaks (RecBole's default seed).
     """
 
-    domain: str = "movie"
+    domain: str | None = None
     n_targets: int = 5
     batch_size: int = 20
     rounds: int = 2
@@ -103,6 +111,15 @@ class AgentCFConfig:
         if bad:
             values = {name: getattr(self, name) for name in bad}
             raise ValueError(f"invalid AgentCF settings: {values}")
+
+    def for_dataset(self, dataset: Dataset) -> AgentCFConfig:
+        """These settings with ``domain`` taken from the dataset when none was given.
+
+        Taught in: not shown in a notebook (used by recagents.papers.agentcf.pipeline.run).
+        """
+        if self.domain is not None:
+            return self
+        return dataclasses.replace(self, domain=getattr(dataset, "domain", None) or "movie")
 
     @property
     def window(self) -> int:

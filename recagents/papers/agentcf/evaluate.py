@@ -16,8 +16,8 @@ import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import POSITION
-from recagents.llm.client import ChatRequest, LLMClient, get_client
-from recagents.llm.runlog import RunLog
+from recagents.llm.client import ChatResult, LLMClient, get_client
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agentcf.agents import AgentState, _pair_texts, verbalised_history
 from recagents.papers.agentcf.config import NEGATIVE, POSITIVE, STEP, VARIANTS, AgentCFConfig
 from recagents.papers.agentcf.prompts import (
@@ -37,6 +37,7 @@ __all__ = [
     "pairwise_probe",
     "probe_summary",
     "rank_candidates",
+    "ranking_prompt",
     "retrieve_version",
 ]
 
@@ -64,8 +65,8 @@ def pairwise_probe(
         ``[user_id, step, positive, negative, order, ok, chose_first, correct]``.
     """
     config = config or AgentCFConfig()
-    client = client or get_client()
-    rows, requests = [], []
+    ctx = RunContext(client or get_client(), log if log is not None else RunLog(), phase)
+    rows, messages = [], []
     for row in pairs.to_dict("records"):
         for order in orders:
             positive_first = order == "pos_first"
@@ -82,20 +83,13 @@ def pairwise_probe(
                     "preferred": preferred,
                 }
             )
-            requests.append(
-                ChatRequest(
-                    messages=forward_messages(
-                        state.user_memory[row[USER]], first, second, config.domain
-                    ),
-                    schema=choice_schema(),
-                    temperature=config.eval_temperature,
-                    max_tokens=220,
-                    tag=row[USER],
-                )
+            messages.append(
+                forward_messages(state.user_memory[row[USER]], first, second, config.domain)
             )
-    results = client.map(requests, desc="pairwise probe")
-    if log is not None:
-        log.add_calls(phase, "probe", results)
+    results = ctx.ask(
+        "probe", [row[USER] for row in rows], messages, choice_schema(),
+        temperature=config.eval_temperature, max_tokens=220, desc="pairwise probe",
+    )  # fmt: skip
     for row, result in zip(rows, results, strict=True):
         chosen = parse_choice(result.data) if result.ok else None
         row["ok"] = chosen is not None
@@ -145,7 +139,7 @@ def retrieve_version(
     as in the paper. When that pool is empty the official code crashes; we fall back on the
     initial description and say so (the second value is ``True`` then).
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.ranking_prompt).
     """
     pool = list(versions[1:-1])
     if not pool:
@@ -227,54 +221,80 @@ def rank_candidates(
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     config = config or AgentCFConfig()
-    client = client or get_client()
+    ctx = RunContext(
+        client or get_client(), log if log is not None else RunLog(), phase or f"rank:{variant}"
+    )
     test_slot = subset.test_slot()
-    users, item_lists, requests, fallbacks = [], [], [], []
+    users, item_lists, messages, fallbacks = [], [], [], []
     for user, group in candidates.sort_values([USER, POSITION]).groupby(USER, sort=True):
         items = group[ITEM].tolist()
         history = subset.history(user, test_slot)[-config.history_len :]
-        if variant == "LLMRank":
-            messages = llmrank_messages(
-                [titles[i] for i in history], [titles[i] for i in items], config.domain
-            )
-            fallback = False
-        else:
-            lines = [f"{titles[i]}: {_item_text(state, i)}" for i in items]
-            memory = state.user_memory.get(user, "")
-            shown_history, retrieved, fallback = None, None, False
-            if variant == "history-user":
-                memory = verbalised_history([titles[i] for i in history], config.domain)
-            if variant == "B+H":
-                shown_history = [
-                    f"{titles[i]}: {_item_text(state, i)}"
-                    if config.history_as_memories
-                    else titles[i]
-                    for i in history
-                ]
-            if variant == "B+R":
-                retrieved, fallback = retrieve_version(
-                    state.user_versions[user], "\n".join(lines), embed
-                )
-            messages = ranking_messages(memory, lines, config.domain, shown_history, retrieved)
+        prompt, fallback = ranking_prompt(
+            state, user, items, history, titles, variant, config, embed
+        )
         users.append(user)
         item_lists.append(items)
+        messages.append(prompt)
         fallbacks.append(fallback)
-        requests.append(
-            ChatRequest(
-                messages=messages,
-                schema=ranking_schema(len(items)),
-                temperature=config.eval_temperature,
-                max_tokens=8 * len(items) + 40,
-                tag=user,
-            )
-        )
-    results = client.map(requests, desc=f"rank {variant}")
-    if log is not None:
-        log.add_calls(phase or f"rank:{variant}", "rank", results)
+    results = ctx.ask(
+        "rank", users, messages, [ranking_schema(len(items)) for items in item_lists],
+        temperature=config.eval_temperature,
+        max_tokens=[8 * len(items) + 40 for items in item_lists], desc=f"rank {variant}",
+    )  # fmt: skip
+    return _rank_outcome(users, item_lists, results, fallbacks, config.seed)
+
+
+def ranking_prompt(
+    state: AgentState,
+    user: str,
+    items: Sequence[str],
+    history: Sequence[str],
+    titles: dict[str, str],
+    variant: str,
+    config: AgentCFConfig,
+    embed: Any | None = None,
+) -> tuple[list[dict[str, str]], bool]:
+    """What one ranker asks about one user's candidates (``items``, in display order).
+
+    ``history`` is the user's last items before the test slot (at most ``history_len``);
+    the variants are those of :func:`rank_candidates`.
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
+
+    Returns:
+        ``(messages, fallback)``: ``fallback`` is ``True`` when B+R had no past version to
+        retrieve and fell back on the initial one.
+    """
+    if variant == "LLMRank":
+        names = [titles[i] for i in history], [titles[i] for i in items]
+        return llmrank_messages(*names, config.domain), False
+    lines = [f"{titles[i]}: {_item_text(state, i)}" for i in items]
+    memory = state.user_memory.get(user, "")
+    shown_history, retrieved, fallback = None, None, False
+    if variant == "history-user":
+        memory = verbalised_history([titles[i] for i in history], config.domain)
+    if variant == "B+H":
+        shown_history = [
+            f"{titles[i]}: {_item_text(state, i)}" if config.history_as_memories else titles[i]
+            for i in history
+        ]
+    if variant == "B+R":
+        retrieved, fallback = retrieve_version(state.user_versions[user], "\n".join(lines), embed)
+    return ranking_messages(memory, lines, config.domain, shown_history, retrieved), fallback
+
+
+def _rank_outcome(
+    users: Sequence[str],
+    item_lists: Sequence[Sequence[str]],
+    results: Sequence[ChatResult],
+    fallbacks: Sequence[bool],
+    seed: int,
+) -> RankOutcome:
+    """Parse every user's reply into rankings under both scorers, and how each parsed."""
     ranked, faithful, parses = [], [], []
     for index, (user, items, result) in enumerate(zip(users, item_lists, results, strict=True)):
         parse = parse_ranking(result.data if result.ok else None, len(items))
-        ranked.append(ranking_frame(user, items, parse, "repaired", seed=config.seed + index))
+        ranked.append(ranking_frame(user, items, parse, "repaired", seed=seed + index))
         faithful.append(ranking_frame(user, items, parse, "faithful"))
         parses.append(
             {

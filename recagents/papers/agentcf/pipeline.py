@@ -65,12 +65,12 @@ def run(
         dataset: The dataset the subset was drawn from (titles, genres, user features).
         subset: From :func:`make_subset`.
         candidates: ``[user_id, item_id, label, position]`` for the subset's users.
-        config: Settings (default: the paper's).
+        config: Settings (default: the paper's); without a ``domain``, the dataset's.
         variants: Rankers to run (:data:`VARIANTS`).
         client: LLM client (default: the process-wide one).
         progress: Show progress bars.
     """
-    config = config or AgentCFConfig()
+    config = (config or AgentCFConfig()).for_dataset(dataset)
     client = client or get_client()
     titles = item_titles(dataset)
     initial = initial_state(dataset, subset, config.domain)

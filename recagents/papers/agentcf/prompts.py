@@ -9,10 +9,14 @@ parser are shared by all papers (:mod:`recagents.protocol`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DOMAIN_WORDING",
+    "DomainWording",
     "choice_schema",
+    "domain_wording",
     "forward_messages",
     "item_reflection_messages",
     "item_reflection_schema",
@@ -22,6 +26,51 @@ __all__ = [
     "user_reflection_messages",
     "user_reflection_schema",
 ]
+
+# --------------------------------------------------------------------------- domain wording
+
+
+@dataclass(frozen=True)
+class DomainWording:
+    """How the prompts speak of one domain's items: the noun, the verb, the first description.
+
+    Taught in: notebook 01, section 2 "The agents and what they are asked".
+
+    Attributes:
+        noun: What an item is called ("movie", "CD"); plurals add an "s".
+        verb: What a user does with one ("watch", "listen to").
+        past: The verb's past participle ("watched", "listened to").
+        first_description: The paper's initial item description for this domain, a template
+            with ``{noun}``, ``{title}`` and ``{category}``, or ``None`` for the genre sentence.
+    """
+
+    noun: str
+    verb: str = "try"
+    past: str = "tried"
+    first_description: str | None = None
+
+
+#: The wording of the domains the project's datasets have; any other noun gets the defaults.
+DOMAIN_WORDING = {
+    "movie": DomainWording("movie", "watch", "watched"),
+    "CD": DomainWording(
+        "CD",
+        "listen to",
+        "listened to",
+        "The CD is called '{title}'. The category of this CD is: '{category}'.",
+    ),
+}
+
+
+def domain_wording(domain: str | None) -> DomainWording:
+    """The wording for a domain noun (``None``: movies, the default domain).
+
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.prompts.forward_messages
+        and recagents.papers.agentcf.agents.initial_item_memory).
+    """
+    domain = domain or "movie"
+    return DOMAIN_WORDING.get(domain, DomainWording(domain))
+
 
 # --------------------------------------------------------------------------- prompts
 
@@ -35,7 +84,7 @@ def choice_schema(explanation_chars: int = 600) -> dict[str, Any]:
     """The forward call's reply: which of the two items (1 or 2), and why.
 
     Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.pairwise_probe
-        and recagents.papers.agentcf.agents._forward).
+        and recagents.papers.agentcf.agents.forward_choices).
     """
     return {
         "type": "object",
@@ -50,7 +99,7 @@ def choice_schema(explanation_chars: int = 600) -> dict[str, Any]:
 def user_reflection_schema(words: int = 180) -> dict[str, Any]:
     """The user reflection's reply: a new self-description.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_users).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_users).
     """
     return {
         "type": "object",
@@ -62,7 +111,7 @@ def user_reflection_schema(words: int = 180) -> dict[str, Any]:
 def item_reflection_schema(words: int = 50) -> dict[str, Any]:
     """The item reflection's reply: new descriptions of the preferred and the other item.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_items).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_items).
     """
     text = {"type": "string", "maxLength": _words_to_chars(words)}
     return {
@@ -76,7 +125,9 @@ def _pair_lines(first: str, second: str) -> str:
     return f"1. {first}\n2. {second}"
 
 
-def forward_messages(user_memory: str, first: str, second: str, domain: str = "movie") -> list:
+def forward_messages(
+    user_memory: str, first: str, second: str, domain: str | None = "movie"
+) -> list:
     """The user agent chooses one of two items and explains the choice.
 
     Stable content (the role and the self-description) comes first so that a local server
@@ -84,8 +135,10 @@ def forward_messages(user_memory: str, first: str, second: str, domain: str = "m
 
     Taught in: notebook 01, section 2 "The agents and what they are asked".
     """
+    words = domain_wording(domain)
+    domain = words.noun
     system = (
-        f"You are a {domain} enthusiast choosing what to watch. This is how you describe "
+        f"You are a {domain} enthusiast choosing what to {words.verb}. This is how you describe "
         f"your own taste:\n{user_memory}"
     )
     user = (
@@ -106,7 +159,7 @@ def user_reflection_messages(
     preferred: int,
     chosen: int | None = None,
     explanation: str | None = None,
-    domain: str = "movie",
+    domain: str | None = "movie",
     words: int = 180,
 ) -> list:
     """The user agent rewrites its self-description after a choice.
@@ -115,7 +168,7 @@ def user_reflection_messages(
     right one (it reinforces what worked), or, without a choice (the "without autonomous
     interaction" ablation), the real preference alone.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_users).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_users).
 
     Args:
         user_memory: The current self-description.
@@ -128,6 +181,7 @@ def user_reflection_messages(
         words: Word limit of the new self-description.
     """
     other = 3 - preferred
+    domain = domain_wording(domain).noun
     system = (
         f"You are a {domain} enthusiast who keeps a short self-description of your taste, "
         f"so that it helps you choose {domain}s well. Your current self-description:\n"
@@ -165,7 +219,7 @@ def item_reflection_messages(
     preferred: int,
     chosen: int | None = None,
     explanation: str | None = None,
-    domain: str = "movie",
+    domain: str | None = "movie",
     words: int = 50,
 ) -> list:
     """The two items rewrite their descriptions after a user's choice.
@@ -174,9 +228,10 @@ def item_reflection_messages(
     contrast between the two, keep what was useful and stay true to the item. The user text
     is the self-description *after* that user's own reflection, as in the paper.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents._reflect_items).
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_items).
     """
     other = 3 - preferred
+    domain = domain_wording(domain).noun
     system = (
         f"You keep the descriptions of {domain}s in a recommender system. A good description "
         f"says which kinds of users enjoy the {domain}, so that each user can pick the "
@@ -208,7 +263,7 @@ def item_reflection_messages(
 def ranking_messages(
     user_memory: str,
     candidates: Sequence[str],
-    domain: str = "movie",
+    domain: str | None = "movie",
     history: Sequence[str] | None = None,
     retrieved: str | None = None,
 ) -> list:
@@ -223,6 +278,7 @@ def ranking_messages(
         history: Recent history items, oldest first (B+H).
         retrieved: A past self-description retrieved for these candidates (B+R).
     """
+    domain = domain_wording(domain).noun
     system = (
         f"You are a {domain} recommender system. You rank candidate {domain}s for one user, "
         f"using what the user says about their own taste."
@@ -239,12 +295,13 @@ def ranking_messages(
 
 
 def llmrank_messages(
-    history: Sequence[str], candidates: Sequence[str], domain: str = "movie"
+    history: Sequence[str], candidates: Sequence[str], domain: str | None = "movie"
 ) -> list:
     """A zero-shot ranker given the user's history titles (LLMRank-style, no agents).
 
     Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
     """
+    domain = domain_wording(domain).noun
     system = f"You are a {domain} recommender system."
     listed = "\n".join(history) if history else "(none)"
     user = f"A user chose these {domain}s, oldest first:\n{listed}\n" + _rank_request(
@@ -271,7 +328,7 @@ def parse_choice(data: Any) -> int | None:
     """The chosen index (1 or 2) of a forward reply, or ``None`` when it has none.
 
     Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.pairwise_probe
-        and recagents.papers.agentcf.agents._forward).
+        and recagents.papers.agentcf.agents.forward_choices).
     """
     if not isinstance(data, dict):
         return None

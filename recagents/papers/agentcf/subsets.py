@@ -64,7 +64,7 @@ RELEASED_SUBSETS = pd.DataFrame(
 class Subset:
     """A sample of users, each reduced to their last ``window`` interactions.
 
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.agentcf_subset and
+    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.shared_subset and
         recagents.papers.agentcf.subsets.make_subset).
 
     Attributes:

@@ -56,8 +56,13 @@ Modules, from the tools up to the evaluation:
 ``tools``, ``sqlguard``, ``agent`` and ``evaluate`` keep the names of the modules the
 notebooks use (``tools.build_context``, ``ira.InteRecConfig``, ``ev.run_sessions``); the
 package re-exports all their public names too. Importing it runs nothing.
+
+The same entry point in all five papers: :mod:`~recagents.papers.interecagent.entry` holds
+:func:`run`, the paper's experiment as a :class:`~recagents.protocol.PaperRun` and
+:func:`rank`, its ranking of shared candidates.
 """
 
+from recagents.papers.interecagent import entry
 from recagents.papers.interecagent.agent import (
     llm_only_turns,
     run_turns,
@@ -205,6 +210,7 @@ from recagents.papers.interecagent.toolbox import (
 )
 
 __all__ = [
+    "entry",
     "APOLOGY",
     "BUS_CAP",
     "CELL_CHARS",

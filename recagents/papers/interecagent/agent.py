@@ -44,13 +44,13 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
-from recagents.llm.runlog import RunLog, ask
+from recagents.llm.runlog import RunContext, RunLog, ask
 from recagents.papers.interecagent.catalogue import ItemTable
 from recagents.papers.interecagent.config import APOLOGY, DEMO_MODES, PLAN_MODES, InteRecConfig
 from recagents.papers.interecagent.demos import DEMOS, Demo, _select_many, select_demos
@@ -122,6 +122,14 @@ __all__ = [
 ]
 
 
+def _prompt_record(
+    role: str, messages: Sequence[dict[str, str]], result: ChatResult
+) -> tuple[str, str, str]:
+    """A kept prompt: ``(role, the messages as text, the reply or why there is none)``."""
+    prompt = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+    return role, prompt, result.text or f"(no reply: {result.error})"
+
+
 class _Turn:
     """The working state of one session's turn inside :func:`run_turns`."""
 
@@ -163,11 +171,11 @@ class _Turn:
         else:
             self.session.ctx.bus.reset()
 
-    def record(self, role: str, request: ChatRequest, result: ChatResult) -> None:
+    def record(self, role: str, messages: list[dict[str, str]], result: ChatResult) -> None:
+        """Count one call of this turn; keep its prompt and reply if the turn keeps them."""
         self.calls += 1
         if self.keep:
-            prompt = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in request.messages)
-            self.prompts.append((role, prompt, result.text or f"(no reply: {result.error})"))
+            self.prompts.append(_prompt_record(role, messages, result))
 
 
 def _executor_reply(track: ExecutionTrack) -> str:
@@ -188,12 +196,10 @@ def _track_for_critic(attempt: Attempt) -> str:
 
 @dataclass(frozen=True)
 class _Stage:
-    """Where one stage's calls go: the client, the log and the phase label."""
+    """Where one stage's calls go: the agent's settings and the run (client, log, phase)."""
 
     config: InteRecConfig
-    client: LLMClient
-    log: RunLog
-    phase: str
+    run: RunContext
 
     def ask(
         self,
@@ -205,20 +211,12 @@ class _Stage:
         max_tokens: int,
     ) -> list[ChatResult]:
         """Send one request per turn in one batch; log every call and keep it on its turn."""
-        requests = [
-            ChatRequest(
-                messages=m,
-                schema=schema,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=self.config.seed,
-                tag=t.session.session_id,
-            )
-            for t, m in zip(turns, messages, strict=True)
-        ]
-        results = ask(self.client, self.log, self.phase, kind, requests, f"{self.phase}: {kind}")
-        for turn, request, result in zip(turns, requests, results, strict=True):
-            turn.record(kind, request, result)
+        tags = [t.session.session_id for t in turns]
+        results = self.run.ask(kind, tags, messages, schema, temperature=temperature,
+                               max_tokens=max_tokens, seed=self.config.seed,
+                               desc=f"{self.run.phase}: {kind}")  # fmt: skip
+        for turn, sent, result in zip(turns, messages, results, strict=True):
+            turn.record(kind, sent, result)
         return results
 
 
@@ -254,43 +252,130 @@ def _plan_first_round(turns: Sequence[_Turn], notes: dict[str, str], stage: _Sta
     results = stage.ask("planner", turns, messages, planner_schema(config),
                         config.planner_temperature, config.planner_max_tokens)  # fmt: skip
     for turn, result in zip(turns, results, strict=True):
-        if not result.ok:
-            turn.plan_failures += 1
-            turn.attempts.append(
-                Attempt(
-                    "failed",
-                    problems=[f"unusable planner reply: {result.error}"],
-                    llm_failure=result.error,
-                    advice_in=turn.advice,
-                )
-            )
-            continue
-        parsed = parse_planner_reply(result.data, turn.ctx.table)
-        if parsed.kind == "answer":
-            turn.attempts.append(Attempt("answer", reply=parsed.answer, advice_in=turn.advice))
-            continue
-        if parsed.kind == "failed":
-            turn.plan_failures += 1
-            turn.attempts.append(
-                Attempt("failed", problems=list(parsed.problems), advice_in=turn.advice)
-            )
-            continue
-        turn.restore_bus(config.persistent_bus)
-        plan = turn.with_profile(parsed.plan, config)
-        track = execute_plan(plan, turn.ctx, reset_bus=False)
-        attempt = Attempt("plan", plan=plan, track=track, advice_in=turn.advice)
+        turn.attempts.append(_plan_attempt(turn, result, config))
+
+
+def _plan_attempt(turn: _Turn, result: ChatResult, config: InteRecConfig) -> Attempt:
+    """What one planner reply gives: a direct answer, an executed plan, or a failure.
+
+    A plan runs on the turn's bus (restored first); an unusable reply, an invalid plan and
+    a plan stopped by a tool error are counted plan failures, with their problems kept.
+    """
+    if not result.ok:
+        turn.plan_failures += 1
+        return Attempt("failed", problems=[f"unusable planner reply: {result.error}"],
+                       llm_failure=result.error, advice_in=turn.advice)  # fmt: skip
+    parsed = parse_planner_reply(result.data, turn.ctx.table)
+    if parsed.kind == "answer":
+        return Attempt("answer", reply=parsed.answer, advice_in=turn.advice)
+    if parsed.kind == "failed":
+        turn.plan_failures += 1
+        return Attempt("failed", problems=list(parsed.problems), advice_in=turn.advice)
+    turn.restore_bus(config.persistent_bus)
+    plan = turn.with_profile(parsed.plan, config)
+    track = execute_plan(plan, turn.ctx, reset_bus=False)
+    attempt = Attempt("plan", plan=plan, track=track, advice_in=turn.advice)
+    attempt.bus_after = list(turn.ctx.bus.ids)
+    if track.stopped:
+        turn.plan_failures += 1
+        attempt.kind = "failed"
+        attempt.problems = [
+            f"step {n} ({s.tool}): {s.error}"
+            for n, s in enumerate(track.steps, 1)
+            if s.error is not None
+        ]
+    else:
+        attempt.reply = _executor_reply(track)
+    return attempt
+
+
+@dataclass
+class _ReactRun:
+    """One turn's step-by-step attempt in ReAct mode (see :func:`_react_round`)."""
+
+    track: ExecutionTrack = field(default_factory=ExecutionTrack)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    seen: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    thoughts: list[str] = field(default_factory=list)
+    answer: str | None = None
+    failure: str | None = None
+
+
+def _react_step(turn: _Turn, run: _ReactRun, result: ChatResult, config: InteRecConfig) -> bool:
+    """Act on one ReAct reply: check and run its step; whether the turn takes another step.
+
+    An unusable reply, an unknown action, ``finish`` and a successful map_titles end the
+    turn; an invalid or failing step is shown to the model as an ``ERROR:`` observation.
+    """
+    if not result.ok:
+        turn.plan_failures += 1
+        run.failure = result.error
+        return False
+    action, value, thought = parse_react_reply(result.data)
+    run.thoughts.append(thought)
+    if action is None:
+        turn.plan_failures += 1
+        run.failure = "the step names no known action"
+        return False
+    if action == "finish":
+        run.answer = value if isinstance(value, str) else json.dumps(value)
+        return False
+    step = turn.with_profile([{"tool_name": action, "input": value}], config)[0]
+    action, value = step["tool_name"], step["input"]
+    number = len(run.steps) + 1
+    problems = [
+        p
+        for p in validate_plan([*run.steps, step], turn.ctx.table)
+        if p.startswith(f"step {number} ")
+    ]
+    if problems:
+        turn.plan_failures += 1
+        size = len(turn.ctx.bus)
+        run.track.steps.append(StepRecord(action, value, size, size, error="; ".join(problems)))
+        run.seen.append((step, "ERROR: " + "; ".join(problems)))
+        return True
+    record = execute_step(turn.ctx, PlanStep(action, value), run.track)
+    if record.error is not None:
+        turn.plan_failures += 1
+        run.seen.append((step, "ERROR: " + record.error))
+        return True
+    run.steps.append(step)
+    run.seen.append((step, record.observation))
+    return action != "map_titles"
+
+
+def _react_attempt(turn: _Turn, run: _ReactRun, config: InteRecConfig) -> Attempt:
+    """The attempt a finished ReAct loop made: a plan (tools ran), an answer, or a failure.
+
+    When tools ran, map_titles is added if the model did not call it, so the reply is the
+    tools' output as in plan-first mode.
+    """
+    track = run.track
+    if any(s.error is None for s in track.steps):
+        if not any(s.tool == "map_titles" for s in track.steps if s.error is None):
+            record = execute_step(turn.ctx, PlanStep("map_titles", turn.ctx.map_n), track)
+            record.added = True
+            track.map_added = True
+        attempt = Attempt("plan", plan=list(run.steps), track=track,
+                          reply=_executor_reply(track), advice_in=turn.advice)  # fmt: skip
         attempt.bus_after = list(turn.ctx.bus.ids)
-        if track.stopped:
+    elif run.answer is not None and run.answer.strip():
+        attempt = Attempt("answer", reply=run.answer.strip(), advice_in=turn.advice)
+        if track.steps:
+            attempt.track = track
+    else:
+        problems = [f"unusable step: {run.failure}"] if run.failure else []
+        problems += [f"{s.tool}: {s.error}" for s in track.steps if s.error]
+        if not problems:
+            limit = config.react_max_iterations
+            problems = [f"no tool ran and no answer came in {limit} steps"]
+        if run.failure is None and not track.steps:
             turn.plan_failures += 1
-            attempt.kind = "failed"
-            attempt.problems = [
-                f"step {n} ({s.tool}): {s.error}"
-                for n, s in enumerate(track.steps, 1)
-                if s.error is not None
-            ]
-        else:
-            attempt.reply = _executor_reply(track)
-        turn.attempts.append(attempt)
+        attempt = Attempt("failed", problems=problems, llm_failure=run.failure,
+                          track=track if track.steps else None,
+                          advice_in=turn.advice)  # fmt: skip
+    attempt.thoughts = list(run.thoughts)
+    return attempt
 
 
 def _react_round(turns: Sequence[_Turn], notes: dict[str, str], stage: _Stage) -> None:
@@ -305,104 +390,29 @@ def _react_round(turns: Sequence[_Turn], notes: dict[str, str], stage: _Stage) -
     """
     config = stage.config
     schema = react_schema(config)
-    state: dict[int, dict[str, Any]] = {}
+    runs: dict[int, _ReactRun] = {}
     for turn in turns:
         turn.restore_bus(config.persistent_bus)
-        state[id(turn)] = {"track": ExecutionTrack(), "steps": [], "seen": [], "thoughts": [],
-                           "answer": None, "failure": None}  # fmt: skip
+        runs[id(turn)] = _ReactRun()
     active = list(turns)
     describe = _describer()
     for _ in range(config.react_max_iterations):
         if not active:
             break
         messages = [
-            react_messages(
-                t.text,
-                describe(t.ctx.table),
-                config,
-                state[id(t)]["seen"],
-                t.demos,
-                t.memory,
-                t.advice,
-                notes.get(t.session.session_id),
-                t.profile,
-            )
+            react_messages(t.text, describe(t.ctx.table), config, runs[id(t)].seen, t.demos,
+                           t.memory, t.advice, notes.get(t.session.session_id), t.profile)
             for t in active
-        ]
+        ]  # fmt: skip
         results = stage.ask("react", active, messages, schema, config.planner_temperature,
                             config.react_max_tokens)  # fmt: skip
-        still = []
-        for turn, result in zip(active, results, strict=True):
-            run = state[id(turn)]
-            if not result.ok:
-                turn.plan_failures += 1
-                run["failure"] = result.error
-                continue
-            action, value, thought = parse_react_reply(result.data)
-            run["thoughts"].append(thought)
-            if action is None:
-                turn.plan_failures += 1
-                run["failure"] = "the step names no known action"
-                continue
-            if action == "finish":
-                run["answer"] = value if isinstance(value, str) else json.dumps(value)
-                continue
-            step = turn.with_profile([{"tool_name": action, "input": value}], config)[0]
-            action, value = step["tool_name"], step["input"]
-            number = len(run["steps"]) + 1
-            problems = [
-                p
-                for p in validate_plan([*run["steps"], step], turn.ctx.table)
-                if p.startswith(f"step {number} ")
-            ]
-            track: ExecutionTrack = run["track"]
-            if problems:
-                turn.plan_failures += 1
-                size = len(turn.ctx.bus)
-                track.steps.append(StepRecord(action, value, size, size, error="; ".join(problems)))
-                run["seen"].append((step, "ERROR: " + "; ".join(problems)))
-                still.append(turn)
-                continue
-            record = execute_step(turn.ctx, PlanStep(action, value), track)
-            if record.error is not None:
-                turn.plan_failures += 1
-                run["seen"].append((step, "ERROR: " + record.error))
-            else:
-                run["steps"].append(step)
-                run["seen"].append((step, record.observation))
-                if action == "map_titles":
-                    continue
-            still.append(turn)
-        active = still
+        active = [
+            turn
+            for turn, result in zip(active, results, strict=True)
+            if _react_step(turn, runs[id(turn)], result, config)
+        ]
     for turn in turns:
-        run = state[id(turn)]
-        track = run["track"]
-        ran = [s for s in track.steps if s.error is None]
-        if ran:
-            if not any(s.tool == "map_titles" for s in ran):
-                record = execute_step(turn.ctx, PlanStep("map_titles", turn.ctx.map_n), track)
-                record.added = True
-                track.map_added = True
-            attempt = Attempt("plan", plan=list(run["steps"]), track=track,
-                              reply=_executor_reply(track), advice_in=turn.advice)  # fmt: skip
-            attempt.bus_after = list(turn.ctx.bus.ids)
-        elif run["answer"] is not None and run["answer"].strip():
-            attempt = Attempt("answer", reply=run["answer"].strip(), advice_in=turn.advice)
-            if track.steps:
-                attempt.track = track
-        else:
-            problems = [f"unusable step: {run['failure']}"] if run["failure"] else []
-            problems += [f"{s.tool}: {s.error}" for s in track.steps if s.error]
-            if not problems:
-                limit = config.react_max_iterations
-                problems = [f"no tool ran and no answer came in {limit} steps"]
-            if run["failure"] is None and not track.steps:
-                turn.plan_failures += 1
-            attempt = Attempt("failed", problems=problems, llm_failure=run["failure"],
-                              track=track if track.steps else None,
-                              advice_in=turn.advice)  # fmt: skip
-        attempt.thoughts = list(run["thoughts"])
-        turn.attempts.append(attempt)
+        turn.attempts.append(_react_attempt(turn, runs[id(turn)], config))
 
 
 def _critic_round(turns: Sequence[_Turn], stage: _Stage) -> list[_Turn]:
@@ -522,74 +532,97 @@ def run_turns(
     Returns:
         One :class:`TurnResult` per session, in order.
     """
+    turns = _start_turns(sessions, user_texts, config, keep_prompts, embed)
+    stage = _Stage(config, RunContext(client, log, phase))
+    if config.profile_memory:
+        _profile_round(turns, stage)
+    planning = _react_round if config.plan_mode == "react" else _plan_first_round
+    notes = dict(notes or {})
+    pending = list(turns)
+    while pending:
+        planning(pending, notes, stage)
+        rerun, review = _triage(pending, config)
+        rerun += _critic_round(review, stage)
+        pending = [t for t in turns if t in rerun]
+    if config.summariser:
+        _summarise(turns, stage)
+    return [_finish_turn(turn, config) for turn in turns]
+
+
+def _start_turns(
+    sessions: Sequence[AgentSession],
+    user_texts: Sequence[str],
+    config: InteRecConfig,
+    keep_prompts: bool | Collection[str],
+    embed: Callable[[Sequence[str]], np.ndarray] | None,
+) -> list[_Turn]:
+    """Check the batch and open one :class:`_Turn` per session, with its demonstrations."""
     if len(sessions) != len(user_texts):
         raise ValueError(f"{len(sessions)} sessions but {len(user_texts)} user messages")
     ids = [s.session_id for s in sessions]
     if len(set(ids)) != len(ids):
         raise ValueError("run_turns: a session appears more than once")
     keep = _keep_set(keep_prompts)
-    notes = dict(notes or {})
     texts = [str(t) for t in user_texts]
     demos = _select_many(texts, config.num_demos, config.demo_mode, embed, DEMOS)
-    turns = [
+    return [
         _Turn(s, t, d, keep(s.session_id), config.persistent_bus)
         for s, t, d in zip(sessions, texts, demos, strict=True)
     ]
-    stage = _Stage(config, client, log, phase)
-    if config.profile_memory:
-        _profile_round(turns, stage)
-    planning = _react_round if config.plan_mode == "react" else _plan_first_round
-    pending = list(turns)
-    while pending:
-        planning(pending, notes, stage)
-        rerun, review = [], []
-        for turn in pending:
-            attempt = turn.attempts[-1]
-            can_retry = config.reflection and turn.reflections < config.max_reflections
-            if attempt.kind == "failed":
-                if can_retry and config.replan_on_failure and attempt.llm_failure is None:
-                    attempt.advice = "Your last plan could not be run: " + "; ".join(
-                        attempt.problems
-                    )
-                    turn.advice = attempt.advice[: config.advice_chars]
-                    turn.reflections += 1
-                    rerun.append(turn)
-            elif can_retry:
-                review.append(turn)
-        rerun += _critic_round(review, stage)
-        pending = [t for t in turns if t in rerun]
-    if config.summariser:
-        _summarise(turns, stage)
-    results = []
-    for turn in turns:
-        final = turn.attempts[-1]
-        if final.kind == "failed":
-            final.reply = APOLOGY.format(domain=config.domain)
-        if config.persistent_bus and final.kind != "plan":
-            turn.session.ctx.bus = copy.deepcopy(turn.bus_start)
-        elif not config.persistent_bus:
-            turn.session.ctx.bus.reset()
-        result = TurnResult(
-            session_id=turn.session.session_id,
-            user_text=turn.text,
-            reply=final.reply,
-            kind=final.kind,
-            plan=final.plan if final.kind == "plan" else None,
-            recommended_ids=list(final.track.recommended_ids)
-            if final.kind == "plan" and final.track is not None
-            else [],
-            n_calls=turn.calls,
-            plan_failures=turn.plan_failures,
-            reflections=turn.reflections,
-            critic_failures=turn.critic_failures,
-            attempts=turn.attempts,
-            prompts=turn.prompts,
-            profile_failures=turn.profile_failures,
-            profile_update=turn.profile_update,
-        )
-        turn.session.remember(result)
-        results.append(result)
-    return results
+
+
+def _triage(pending: Sequence[_Turn], config: InteRecConfig) -> tuple[list[_Turn], list[_Turn]]:
+    """After a planning round: ``(turns re-planned at once, turns the critic reviews)``.
+
+    A failed plan goes straight back to the planner with the validator's problems as advice
+    (``replan_on_failure``; not after an unusable LLM reply); a usable attempt is reviewed
+    while reflections are left. Each counts as one reflection.
+    """
+    rerun, review = [], []
+    for turn in pending:
+        attempt = turn.attempts[-1]
+        can_retry = config.reflection and turn.reflections < config.max_reflections
+        if attempt.kind == "failed":
+            if can_retry and config.replan_on_failure and attempt.llm_failure is None:
+                attempt.advice = "Your last plan could not be run: " + "; ".join(attempt.problems)
+                turn.advice = attempt.advice[: config.advice_chars]
+                turn.reflections += 1
+                rerun.append(turn)
+        elif can_retry:
+            review.append(turn)
+    return rerun, review
+
+
+def _finish_turn(turn: _Turn, config: InteRecConfig) -> TurnResult:
+    """Close one turn: the final attempt's reply (or the apology), the bus, the memory."""
+    final = turn.attempts[-1]
+    if final.kind == "failed":
+        final.reply = APOLOGY.format(domain=config.domain)
+    if config.persistent_bus and final.kind != "plan":
+        turn.session.ctx.bus = copy.deepcopy(turn.bus_start)
+    elif not config.persistent_bus:
+        turn.session.ctx.bus.reset()
+    planned = final.kind == "plan"
+    result = TurnResult(
+        session_id=turn.session.session_id,
+        user_text=turn.text,
+        reply=final.reply,
+        kind=final.kind,
+        plan=final.plan if planned else None,
+        recommended_ids=list(final.track.recommended_ids)
+        if planned and final.track is not None
+        else [],
+        n_calls=turn.calls,
+        plan_failures=turn.plan_failures,
+        reflections=turn.reflections,
+        critic_failures=turn.critic_failures,
+        attempts=turn.attempts,
+        prompts=turn.prompts,
+        profile_failures=turn.profile_failures,
+        profile_update=turn.profile_update,
+    )
+    turn.session.remember(result)
+    return result
 
 
 def llm_only_turns(
@@ -629,38 +662,63 @@ def llm_only_turns(
         for s, text in zip(sessions, user_texts, strict=True)
     ]
     results = ask(client, log, phase, "llm_only", requests, desc=f"{phase}: recommend")
-    out = []
-    for session, text, request, result in zip(sessions, user_texts, requests, results,
-                                              strict=True):  # fmt: skip
-        titles = parse_llm_only_reply(result.data) if result.ok else None
-        ids: list[str] = []
-        unmatched = 0
-        for title in titles or []:
-            match = session.ctx.table.match_title(title, session.ctx.title_min_score)
-            if match.item_id is None:
-                unmatched += 1
-            elif match.item_id not in ids:
-                ids.append(match.item_id)
-        if titles:
-            reply = "Here are recommendations: " + "; ".join(
-                f"{k}. {t}" for k, t in enumerate(titles, 1)
-            )
-        else:
-            reply = APOLOGY.format(domain=config.domain)
-        turn = TurnResult(
-            session_id=session.session_id,
-            user_text=str(text),
-            reply=reply,
-            kind="llm_only",
-            recommended_ids=ids,
-            n_calls=1,
-            plan_failures=0 if titles else 1,
-            unmatched=unmatched,
-            titles=list(titles or []),
+    return [
+        _llm_only_result(
+            session,
+            str(text),
+            result,
+            config,
+            _prompt_record("llm_only", request.messages, result)
+            if keep(session.session_id)
+            else None,
         )
-        if keep(session.session_id):
-            prompt = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in request.messages)
-            turn.prompts.append(("llm_only", prompt, result.text or f"(no reply: {result.error})"))
-        session.remember(turn)
-        out.append(turn)
-    return out
+        for session, text, request, result in zip(
+            sessions, user_texts, requests, results, strict=True
+        )
+    ]
+
+
+def _ground_titles(titles: Sequence[str], session: AgentSession) -> tuple[list[str], int]:
+    """The item ids the titles match (first match kept, in order) and how many matched none."""
+    ids: list[str] = []
+    unmatched = 0
+    for title in titles:
+        match = session.ctx.table.match_title(title, session.ctx.title_min_score)
+        if match.item_id is None:
+            unmatched += 1
+        elif match.item_id not in ids:
+            ids.append(match.item_id)
+    return ids, unmatched
+
+
+def _llm_only_result(
+    session: AgentSession,
+    text: str,
+    result: ChatResult,
+    config: InteRecConfig,
+    kept: tuple[str, str, str] | None,
+) -> TurnResult:
+    """One LLM-only answer as a :class:`TurnResult`, remembered in the session's dialogue."""
+    titles = parse_llm_only_reply(result.data) if result.ok else None
+    ids, unmatched = _ground_titles(titles or [], session)
+    if titles:
+        reply = "Here are recommendations: " + "; ".join(
+            f"{k}. {t}" for k, t in enumerate(titles, 1)
+        )
+    else:
+        reply = APOLOGY.format(domain=config.domain)
+    turn = TurnResult(
+        session_id=session.session_id,
+        user_text=text,
+        reply=reply,
+        kind="llm_only",
+        recommended_ids=ids,
+        n_calls=1,
+        plan_failures=0 if titles else 1,
+        unmatched=unmatched,
+        titles=list(titles or []),
+    )
+    if kept is not None:
+        turn.prompts.append(kept)
+    session.remember(turn)
+    return turn

@@ -17,7 +17,7 @@ import pandas as pd
 
 from recagents.columns import USER
 from recagents.llm.client import LLMClient
-from recagents.llm.runlog import RunLog
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.interecagent.agent import llm_only_turns, run_turns
 from recagents.papers.interecagent.config import InteRecConfig, SimulatorConfig
 from recagents.papers.interecagent.scoring import fuzzy_hit, hit_at_k_and_at
@@ -68,21 +68,20 @@ class ConversationRun:
 
 
 def _agent_turns(
-    method: str,
+    run: RunContext,
     sessions: Sequence[AgentSession],
     texts: Sequence[str],
     config: InteRecConfig,
-    client: LLMClient,
-    log: RunLog,
-    keep_prompts: bool | Collection[str],
-    embed: Callable[[Sequence[str]], np.ndarray] | None,
-    notes: dict[str, str] | None = None,
+    keep_prompts: bool | Collection[str] = False,
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> list[TurnResult]:
+    """One turn of the method named by ``run.phase`` (``InteRecAgent`` or ``LLM only``)."""
+    method = run.phase
     if method == "InteRecAgent":
-        return run_turns(sessions, texts, config, client, log, phase=method,
-                         keep_prompts=keep_prompts, embed=embed, notes=notes)  # fmt: skip
+        return run_turns(sessions, texts, config, run.client, run.log, phase=method,
+                         keep_prompts=keep_prompts, embed=embed)  # fmt: skip
     if method == "LLM only":
-        return llm_only_turns(sessions, texts, config, client, log, phase=method,
+        return llm_only_turns(sessions, texts, config, run.client, run.log, phase=method,
                               keep_prompts=keep_prompts)  # fmt: skip
     raise ValueError(f"method must be 'InteRecAgent' or 'LLM only' here, got {method!r}")
 
@@ -135,46 +134,95 @@ def run_sessions(
     specs = list(sessions)
     if len({s.user for s in specs}) != len(specs):
         raise ValueError("run_sessions: a user appears more than once")
-    agents = {s.user: AgentSession.start(s.user, ctx, map_n=config.map_n) for s in specs}
-    dialogues: dict[str, list[tuple[str, str]]] = {s.user: [] for s in specs}
-    said: dict[str, list[SimMessage]] = {s.user: [] for s in specs}
-    state = {s.user: {"id": None, "fuzzy": None, "ended_by": None} for s in specs}
-    turn_rows: list[dict[str, Any]] = []
+    run = _Conversations(method, specs, ctx, config.map_n, sim)
+    answering = RunContext(client, log, method)
     open_specs = specs
     for turn in range(1, max_turns + 1):
         if not open_specs:
             break
-        messages = simulate_turn(open_specs, dialogues, sim, client, log, config.domain)
+        messages = simulate_turn(open_specs, run.dialogues, sim, client, log, config.domain)
+        talking, texts = run.users_speak(open_specs, messages, turn)
+        agents = [run.agents[s.user] for s in talking]
+        results = _agent_turns(answering, agents, texts, config, keep_prompts, embed)
+        open_specs = run.judge(talking, texts, results, turn, max_turns)
+    return run.finish()
+
+
+#: The columns of :attr:`ConversationRun.turns`.
+_TURN_COLUMNS = ["method", USER, "turn", "user_text", "leaked", "regenerations", "reply",
+                 "kind", "recommended", "hit_id", "hit_fuzzy", "calls", "plan_failures",
+                 "reflections"]  # fmt: skip
+
+
+class _Conversations:
+    """The state of one :func:`run_sessions` call: each user's dialogue, messages and hits."""
+
+    def __init__(
+        self,
+        method: str,
+        specs: Sequence[SessionSpec],
+        ctx: ToolContext,
+        map_n: int,
+        sim: SimulatorConfig,
+    ) -> None:
+        self.method = method
+        self.specs = list(specs)
+        self.sim = sim
+        self.agents = {s.user: AgentSession.start(s.user, ctx, map_n=map_n) for s in specs}
+        self.dialogues: dict[str, list[tuple[str, str]]] = {s.user: [] for s in specs}
+        self.said: dict[str, list[SimMessage]] = {s.user: [] for s in specs}
+        self.state: dict[str, dict[str, Any]] = {
+            s.user: {"id": None, "fuzzy": None, "ended_by": None} for s in specs
+        }
+        self.turn_rows: list[dict[str, Any]] = []
+
+    def users_speak(
+        self, open_specs: Sequence[SessionSpec], messages: Sequence[SimMessage], turn: int
+    ) -> tuple[list[SessionSpec], list[str]]:
+        """Record the simulator's messages; ``(users the agent answers, their messages)``.
+
+        A failed simulator, a user's ``<END>`` after turn 1 and (with ``drop_leaking``) a
+        leaking message close the conversation.
+        """
         talking, texts = [], []
         for spec, message in zip(open_specs, messages, strict=True):
-            said[spec.user].append(message)
+            self.said[spec.user].append(message)
             if not message.ok:
-                state[spec.user]["ended_by"] = "simulator_failed"
+                self.state[spec.user]["ended_by"] = "simulator_failed"
             elif message.ended and turn > 1:
-                state[spec.user]["ended_by"] = "user"
-            elif message.leaked and sim.drop_leaking:
-                state[spec.user]["ended_by"] = "leak"
+                self.state[spec.user]["ended_by"] = "user"
+            elif message.leaked and self.sim.drop_leaking:
+                self.state[spec.user]["ended_by"] = "leak"
             else:
                 talking.append(spec)
                 texts.append(message.text)
             if message.ok:
-                dialogues[spec.user].append(("user", message.text))
-        results = _agent_turns(method, [agents[s.user] for s in talking], texts, config,
-                               client, log, keep_prompts, embed)  # fmt: skip
+                self.dialogues[spec.user].append(("user", message.text))
+        return talking, texts
+
+    def judge(
+        self,
+        talking: Sequence[SessionSpec],
+        texts: Sequence[str],
+        results: Sequence[TurnResult],
+        turn: int,
+        max_turns: int,
+    ) -> list[SessionSpec]:
+        """Judge each reply by id and by the fuzzy rule; return the conversations going on."""
         still = []
         for spec, text, result in zip(talking, texts, results, strict=True):
-            dialogues[spec.user].append(("agent", result.reply))
+            self.dialogues[spec.user].append(("agent", result.reply))
             hit_id = spec.target in result.recommended_ids
-            hit_fz = fuzzy_hit(result.reply, spec.target_title, sim.hit_threshold)
-            st = state[spec.user]
+            hit_fz = fuzzy_hit(result.reply, spec.target_title, self.sim.hit_threshold)
+            st = self.state[spec.user]
             if hit_id and st["id"] is None:
                 st["id"] = turn
             if hit_fz and st["fuzzy"] is None:
                 st["fuzzy"] = turn
-            message = said[spec.user][-1]
-            turn_rows.append(
+            message = self.said[spec.user][-1]
+            self.turn_rows.append(
                 {
-                    "method": method, USER: spec.user, "turn": turn, "user_text": text,
+                    "method": self.method, USER: spec.user, "turn": turn, "user_text": text,
                     "leaked": message.leaked, "regenerations": message.regenerations,
                     "reply": result.reply, "kind": result.kind,
                     "recommended": list(result.recommended_ids), "hit_id": hit_id,
@@ -182,48 +230,49 @@ def run_sessions(
                     "plan_failures": result.plan_failures, "reflections": result.reflections,
                 }
             )  # fmt: skip
-            if _stops(sim.stop_on, st["id"], st["fuzzy"]):
+            if _stops(self.sim.stop_on, st["id"], st["fuzzy"]):
                 st["ended_by"] = "hit"
             elif turn < max_turns:
                 still.append(spec)
             else:
                 st["ended_by"] = "max_turns"
-        open_specs = still
-    rows = []
-    for spec in specs:
-        st = state[spec.user]
-        mine = [r for r in turn_rows if r[USER] == spec.user]
-        messages = said[spec.user]
-        rows.append(
-            {
-                "method": method, USER: spec.user, "target": spec.target, "turns": len(mine),
-                "hit_id": st["id"] is not None, "turn_id": st["id"],
-                "hit_fuzzy": st["fuzzy"] is not None, "turn_fuzzy": st["fuzzy"],
-                "ended_by": st["ended_by"] or "max_turns",
-                "leaks": sum(m.leaked for m in messages),
-                "regenerations": sum(m.regenerations for m in messages),
-                "calls": sum(r.n_calls for r in agents[spec.user].turns),
-                "sim_calls": sum(m.calls for m in messages),
-                "plan_failures": sum(r.plan_failures for r in agents[spec.user].turns),
-                "reflections": sum(r.reflections for r in agents[spec.user].turns),
-                "profile_failures": sum(r.profile_failures for r in agents[spec.user].turns),
-                "unmatched": sum(r.unmatched for r in agents[spec.user].turns),
-                "dropped": st["ended_by"] == "leak",
-            }
-        )  # fmt: skip
-    sessions_frame = pd.DataFrame(rows).astype({"turn_id": "Int64", "turn_fuzzy": "Int64"})
-    turn_columns = ["method", USER, "turn", "user_text", "leaked", "regenerations", "reply",
-                    "kind", "recommended", "hit_id", "hit_fuzzy", "calls", "plan_failures",
-                    "reflections"]  # fmt: skip
-    return ConversationRun(
-        method=method,
-        sessions=sessions_frame,
-        turns=pd.DataFrame(turn_rows, columns=turn_columns),
-        agents=agents,
-        simulator=said,
-        specs={s.user: s for s in specs},
-        sim=sim,
-    )
+        return still
+
+    def _session_row(self, spec: SessionSpec) -> dict[str, Any]:
+        """One conversation's row of :attr:`ConversationRun.sessions`."""
+        st = self.state[spec.user]
+        mine = [r for r in self.turn_rows if r[USER] == spec.user]
+        messages = self.said[spec.user]
+        turns = self.agents[spec.user].turns
+        return {
+            "method": self.method, USER: spec.user, "target": spec.target, "turns": len(mine),
+            "hit_id": st["id"] is not None, "turn_id": st["id"],
+            "hit_fuzzy": st["fuzzy"] is not None, "turn_fuzzy": st["fuzzy"],
+            "ended_by": st["ended_by"] or "max_turns",
+            "leaks": sum(m.leaked for m in messages),
+            "regenerations": sum(m.regenerations for m in messages),
+            "calls": sum(r.n_calls for r in turns),
+            "sim_calls": sum(m.calls for m in messages),
+            "plan_failures": sum(r.plan_failures for r in turns),
+            "reflections": sum(r.reflections for r in turns),
+            "profile_failures": sum(r.profile_failures for r in turns),
+            "unmatched": sum(r.unmatched for r in turns),
+            "dropped": st["ended_by"] == "leak",
+        }  # fmt: skip
+
+    def finish(self) -> ConversationRun:
+        """The :class:`ConversationRun` of these conversations."""
+        rows = [self._session_row(spec) for spec in self.specs]
+        sessions = pd.DataFrame(rows).astype({"turn_id": "Int64", "turn_fuzzy": "Int64"})
+        return ConversationRun(
+            method=self.method,
+            sessions=sessions,
+            turns=pd.DataFrame(self.turn_rows, columns=_TURN_COLUMNS),
+            agents=self.agents,
+            simulator=self.said,
+            specs={s.user: s for s in self.specs},
+            sim=self.sim,
+        )
 
 
 def conversation_metrics(

@@ -36,9 +36,9 @@ paper's GPT-4 dialogue-generation prompt is not released).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -46,10 +46,11 @@ import pandas as pd
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import POSITION, Split, candidate_sets
 from recagents.llm.client import ChatRequest, LLMClient
-from recagents.llm.runlog import RunLog
+from recagents.llm.runlog import RunContext, RunLog, ask
 from recagents.metrics import bootstrap_ci
 from recagents.papers.interecagent.agent import run_turns
 from recagents.papers.interecagent.analysis import session_trace
+from recagents.papers.interecagent.catalogue import ItemTable
 from recagents.papers.interecagent.config import END, METHODS, InteRecConfig, SimulatorConfig
 from recagents.papers.interecagent.conversations import (
     ConversationRun,
@@ -110,6 +111,26 @@ def _first_messages(
     return simulate_turn(specs, {s.user: [] for s in specs}, sim, client, log, domain)
 
 
+def _check_methods(methods: Sequence[str]) -> None:
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown methods {sorted(unknown)}; use {METHODS}")
+
+
+def _openings(
+    specs: Sequence[SessionSpec],
+    methods: Sequence[str],
+    sim: SimulatorConfig,
+    config: InteRecConfig,
+    client: LLMClient,
+    log: RunLog,
+) -> list[SimMessage]:
+    """The simulator's first messages, when a method that reads them (an LLM) is run."""
+    if not any(m in ("InteRecAgent", "LLM only") for m in methods):
+        return []
+    return _first_messages(specs, sim, client, log, config.domain)
+
+
 def _known(split: Split, users: Collection[str]) -> dict[str, set[str]]:
     known = split.history("test")
     known = known[known[USER].isin(set(users))]
@@ -141,12 +162,9 @@ def one_turn_retrieval(
     """
     sim = sim or SimulatorConfig()
     specs = list(sessions)
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise ValueError(f"unknown methods {sorted(unknown)}; use {METHODS}")
+    _check_methods(methods)
     rows = []
-    llm_methods = [m for m in methods if m in ("InteRecAgent", "LLM only")]
-    first = _first_messages(specs, sim, client, log, config.domain) if llm_methods else []
+    first = _openings(specs, methods, sim, config, client, log)
     known = _known(sessions.split, [s.user for s in specs])
     for method in methods:
         if method in ("Random", "Pop"):
@@ -162,8 +180,9 @@ def one_turn_retrieval(
                              "calls": 0, "plan_failures": 0, "unmatched": 0})  # fmt: skip
             continue
         agents = [AgentSession.start(s.user, ctx, map_n=k) for s in specs]
-        results = _agent_turns(method, agents, [m.text for m in first],
-                               replace(config, map_n=k), client, log, False, embed)  # fmt: skip
+        answering = RunContext(client, log, method)
+        texts = [m.text for m in first]
+        results = _agent_turns(answering, agents, texts, replace(config, map_n=k), embed=embed)
         for spec, result in zip(specs, results, strict=True):
             rows.append(
                 {"method": method, USER: spec.user,
@@ -257,10 +276,59 @@ def one_turn_ranking(
     sim = sim or SimulatorConfig()
     if missing not in ("zero", "random"):
         raise ValueError(f"missing must be 'zero' or 'random', got {missing!r}")
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise ValueError(f"unknown methods {sorted(unknown)}; use {METHODS}")
+    _check_methods(methods)
     specs = list(sessions)
+    candidates = _ranking_candidates(sessions, specs, n_negatives, seed, cache_dir)
+    first = _openings(specs, methods, sim, config, client, log)
+    task = _RankingTask(specs, first, candidates, sessions.table, n_negatives + 1, seed)
+    rows = []
+    for method in methods:
+        if method == "Random":
+            orders, calls = _random_orders(task), [0] * len(specs)
+        elif method == "Pop":
+            orders, calls = _pop_orders(task), [0] * len(specs)
+        elif method == "LLM only":
+            orders, calls = _llm_only_orders(task, config, client, log), [1] * len(specs)
+        else:
+            orders, calls = _agent_orders(task, ctx, config, client, log, embed)
+        rows += _ranking_rows(task, method, orders, calls, missing)
+    out = pd.DataFrame(rows)
+    return out.astype({"rank": "Int64"}) if len(out) else out
+
+
+@dataclass(frozen=True)
+class _RankingTask:
+    """The one-turn ranking task of :func:`one_turn_ranking`, shared by every method.
+
+    Attributes:
+        specs: The simulated users.
+        first: Each user's opening message (empty when no LLM method runs).
+        candidates: User -> candidate item ids in display order (the target among them).
+        table: The item table (titles and popularity).
+        n: Candidates per user.
+        seed: Seed of the random orders and of placing a missing target.
+    """
+
+    specs: list[SessionSpec]
+    first: list[SimMessage]
+    candidates: dict[str, list[str]]
+    table: ItemTable
+    n: int
+    seed: int
+
+    def titles(self, user: str) -> list[str]:
+        """The user's candidates as the prompts show them."""
+        return [self.table.display_title(i) for i in self.candidates[user]]
+
+
+def _ranking_candidates(
+    sessions: SessionSet,
+    specs: Sequence[SessionSpec],
+    n_negatives: int,
+    seed: int,
+    cache_dir: Path | None,
+) -> dict[str, list[str]]:
+    """Each user's saved candidate set, in display order; its positive must be the target."""
     users = [s.user for s in specs]
     frame = candidate_sets(sessions.split, n_negatives, seed=seed, cache_dir=cache_dir)
     frame = frame[frame[USER].isin(set(users))].sort_values([USER, POSITION], kind="stable")
@@ -269,68 +337,95 @@ def one_turn_ranking(
     for spec in specs:
         if positives.get(spec.user) != spec.target:
             raise ValueError(f"user {spec.user}: the candidate set's positive is not the target")
-    table = sessions.table
-    n = n_negatives + 1
-    llm_methods = [m for m in methods if m in ("InteRecAgent", "LLM only")]
-    first = _first_messages(specs, sim, client, log, config.domain) if llm_methods else []
+    return candidates
+
+
+def _random_orders(task: _RankingTask) -> list[list[int]]:
+    """Random: a permutation of the candidate numbers, seeded per user."""
+    orders = []
+    for k, _ in enumerate(task.specs):
+        perm = np.random.default_rng(task.seed + k).permutation(task.n)
+        orders.append([int(i) + 1 for i in perm])
+    return orders
+
+
+def _pop_orders(task: _RankingTask) -> list[list[int]]:
+    """Pop: the candidate numbers by training popularity, most popular first."""
+    orders = []
+    for spec in task.specs:
+        pop = task.table.popularity(task.candidates[spec.user])
+        orders.append([int(i) + 1 for i in np.argsort(-pop, kind="stable")])
+    return orders
+
+
+def _llm_only_orders(
+    task: _RankingTask, config: InteRecConfig, client: LLMClient, log: RunLog
+) -> list[list[int]]:
+    """LLM only: the model orders the numbered candidates under a JSON schema (one batch)."""
+    schema = ranking_schema(task.n)
+    requests = [
+        ChatRequest(
+            messages=ranking_task_messages(m.text, task.titles(s.user), config.domain),
+            schema=schema, temperature=config.llm_only_temperature,
+            max_tokens=config.llm_only_max_tokens, seed=config.seed, tag=s.user,
+        )
+        for s, m in zip(task.specs, task.first, strict=True)
+    ]  # fmt: skip
+    results = ask(client, log, "LLM only", "ranking", requests, "LLM only: rank")
+    return [list(r.data.get("ranking", [])) if r.ok else [] for r in results]
+
+
+def _agent_orders(
+    task: _RankingTask,
+    ctx: ToolContext,
+    config: InteRecConfig,
+    client: LLMClient,
+    log: RunLog,
+    embed: Callable[[Sequence[str]], np.ndarray] | None,
+) -> tuple[list[list[int]], list[int]]:
+    """InteRecAgent: ``(orders, calls)``, the planner told to order the candidates on its bus.
+
+    The order is the bus after the plan; a direct answer or a failed plan ranks nothing.
+    """
+    agents = []
+    notes = {}
+    for spec in task.specs:
+        agent = AgentSession.start(spec.user, ctx, map_n=task.n)
+        agent.ctx.bus.set(task.candidates[spec.user], "task", ordered=True)
+        agents.append(agent)
+        notes[spec.user] = _ranking_note(task.titles(spec.user), config.domain)
+    ranked_config = replace(config, persistent_bus=True, map_n=task.n)
+    results = run_turns(agents, [m.text for m in task.first], ranked_config, client, log,
+                        phase="InteRecAgent", embed=embed, notes=notes)  # fmt: skip
+    orders = []
+    for spec, result in zip(task.specs, results, strict=True):
+        number = {item: k + 1 for k, item in enumerate(task.candidates[spec.user])}
+        order = result.bus_after if result.kind == "plan" else []
+        orders.append([number[i] for i in order if i in number])
+    return orders, [r.n_calls for r in results]
+
+
+def _ranking_rows(
+    task: _RankingTask,
+    method: str,
+    orders: Sequence[list[int]],
+    calls: Sequence[int],
+    missing: str,
+) -> list[dict[str, Any]]:
+    """Check each ranking and score the target: one row per user of ``method``."""
     rows = []
-    for method in methods:
-        orders: list[list[int]] = []
-        calls = [0] * len(specs)
-        if method == "Random":
-            for k, _ in enumerate(specs):
-                perm = np.random.default_rng(seed + k).permutation(n)
-                orders.append([int(i) + 1 for i in perm])
-        elif method == "Pop":
-            for spec in specs:
-                pop = table.popularity(candidates[spec.user])
-                orders.append([int(i) + 1 for i in np.argsort(-pop, kind="stable")])
-        elif method == "LLM only":
-            schema = ranking_schema(n)
-            requests = [
-                ChatRequest(
-                    messages=ranking_task_messages(
-                        m.text, [table.display_title(i) for i in candidates[s.user]],
-                        config.domain),
-                    schema=schema, temperature=config.llm_only_temperature,
-                    max_tokens=config.llm_only_max_tokens, seed=config.seed, tag=s.user,
-                )
-                for s, m in zip(specs, first, strict=True)
-            ]  # fmt: skip
-            results = client.map(requests, desc="LLM only: rank")
-            log.add_calls("LLM only", "ranking", results)
-            calls = [1] * len(specs)
-            orders = [list(r.data.get("ranking", [])) if r.ok else [] for r in results]
-        else:
-            agents = []
-            notes = {}
-            for spec in specs:
-                agent = AgentSession.start(spec.user, ctx, map_n=n)
-                agent.ctx.bus.set(candidates[spec.user], "task", ordered=True)
-                agents.append(agent)
-                titles = [table.display_title(i) for i in candidates[spec.user]]
-                notes[spec.user] = _ranking_note(titles, config.domain)
-            ranked_config = replace(config, persistent_bus=True, map_n=n)
-            results = run_turns(agents, [m.text for m in first], ranked_config, client, log,
-                                phase=method, embed=embed, notes=notes)  # fmt: skip
-            calls = [r.n_calls for r in results]
-            for spec, result in zip(specs, results, strict=True):
-                number = {item: k + 1 for k, item in enumerate(candidates[spec.user])}
-                order = result.bus_after if result.kind == "plan" else []
-                orders.append([number[i] for i in order if i in number])
-        for k, (spec, order) in enumerate(zip(specs, orders, strict=True)):
-            parse = parse_ranking({"ranking": order} if order else None, n)
-            target_index = candidates[spec.user].index(spec.target)
-            rng = np.random.default_rng(seed + 7919 * (k + 1))
-            target_rank = _target_rank(parse, target_index, missing, rng)
-            rows.append(
-                {"method": method, USER: spec.user, "rank": target_rank,
-                 "ndcg": ranking_ndcg(target_rank), "status": parse.status,
-                 "duplicates": parse.duplicates, "out_of_range": parse.out_of_range,
-                 "n_missing": len(parse.missing), "calls": calls[k]}
-            )  # fmt: skip
-    out = pd.DataFrame(rows)
-    return out.astype({"rank": "Int64"}) if len(out) else out
+    for k, (spec, order) in enumerate(zip(task.specs, orders, strict=True)):
+        parse = parse_ranking({"ranking": order} if order else None, task.n)
+        target_index = task.candidates[spec.user].index(spec.target)
+        rng = np.random.default_rng(task.seed + 7919 * (k + 1))
+        target_rank = _target_rank(parse, target_index, missing, rng)
+        rows.append(
+            {"method": method, USER: spec.user, "rank": target_rank,
+             "ndcg": ranking_ndcg(target_rank), "status": parse.status,
+             "duplicates": parse.duplicates, "out_of_range": parse.out_of_range,
+             "n_missing": len(parse.missing), "calls": calls[k]}
+        )  # fmt: skip
+    return rows
 
 
 def one_turn_metrics(

@@ -347,7 +347,8 @@ def execute_step(ctx: ToolContext, step: PlanStep, track: ExecutionTrack) -> Ste
     map_titles nor resets the bus, and a failing step is recorded, not fatal, so the planner
     can read the error and try again. A map_titles step sets ``track.recommended_ids``.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._react_round).
+    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.execute_plan
+        and recagents.papers.interecagent.agent._react_step).
 
     Args:
         ctx: The tool context; its bus is used and changed.
@@ -412,21 +413,8 @@ def execute_plan(
         track.map_added = True
     try:
         for number, step in enumerate(steps):
-            before = len(ctx.bus)
-            started = time.perf_counter()
-            record = StepRecord(step.tool_name, step.input, before, before)
+            record = execute_step(ctx, step, track)
             record.added = added and number == len(steps) - 1
-            try:
-                observation, ids = _run_step(ctx, step)
-            except ToolError as error:
-                record.error = clip_text(str(error), OBSERVATION_CHARS)
-            else:
-                record.observation = clip_text(observation, OBSERVATION_CHARS)
-                if ids is not None:
-                    track.recommended_ids = ids
-            record.size_after = len(ctx.bus)
-            record.seconds = time.perf_counter() - started
-            track.steps.append(record)
             if record.error is not None and stop_on_error:
                 track.stopped = True
                 track.recommended_ids = []

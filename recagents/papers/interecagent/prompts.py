@@ -125,6 +125,21 @@ def _demo_lines(demos: Sequence[Demo], heading: str) -> list[str]:
     return lines
 
 
+def _so_far(
+    dialogue: Sequence[tuple[str, str]],
+    config: InteRecConfig,
+    heading: str = "Conversation so far:",
+) -> list[str]:
+    """The dialogue block a prompt's user message starts with (and a blank line)."""
+    return [heading, _dialogue_text(dialogue, config.history_turns, config.message_chars), ""]
+
+
+def _chat(system: str, user_lines: Sequence[str]) -> list[dict[str, str]]:
+    """A system message and a user message of ``user_lines``, one per line."""
+    user = "\n".join(user_lines)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 def _context_lines(
     request: str,
     dialogue: Sequence[tuple[str, str]],
@@ -133,11 +148,7 @@ def _context_lines(
     config: InteRecConfig,
     profile: str | None = None,
 ) -> list[str]:
-    lines = [
-        "Conversation so far:",
-        _dialogue_text(dialogue, config.history_turns, config.message_chars),
-        "",
-    ]
+    lines = _so_far(dialogue, config)
     if profile:
         lines += [profile, ""]
     if advice:
@@ -214,10 +225,7 @@ def planner_messages(
     user = _demo_lines(demos, "Examples of messages and good replies:")
     user += _context_lines(request, dialogue, advice, notes, config, profile)
     user.append("Your reply (JSON):")
-    return [
-        {"role": "system", "content": "\n".join(system)},
-        {"role": "user", "content": "\n".join(user)},
-    ]
+    return _chat("\n".join(system), user)
 
 
 @dataclass(frozen=True)
@@ -323,11 +331,10 @@ def critic_messages(
             'when the verdict is "yes").',
         ]
     )
-    user = "\n".join(
+    return _chat(
+        system,
         [
-            "Conversation before this message:",
-            _dialogue_text(dialogue, config.history_turns, config.message_chars),
-            "",
+            *_so_far(dialogue, config, "Conversation before this message:"),
             *([profile, ""] if profile else []),
             f"The user's message: {request}",
             "",
@@ -335,9 +342,8 @@ def critic_messages(
             "",
             f"The assistant's reply: {reply}",
             "Your review (JSON):",
-        ]
+        ],
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def parse_critic_reply(data: Any) -> tuple[bool | None, str]:
@@ -387,19 +393,17 @@ def summariser_messages(
         f"answer any question with the facts found. Never mention tools, SQL, candidates or "
         f'plans. At most 80 words. Reply with JSON: {{"reply": "<your message>"}}.'
     )
-    user = "\n".join(
+    return _chat(
+        system,
         [
-            "Conversation so far:",
-            _dialogue_text(dialogue, config.history_turns, config.message_chars),
-            "",
+            *_so_far(dialogue, config),
             f"The user's message: {request}",
             "",
             "What your search found:",
             track_text,
             "Your reply (JSON):",
-        ]
+        ],
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def react_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
@@ -465,16 +469,13 @@ def react_messages(
         shown = json.dumps(step["input"], ensure_ascii=False)
         user.append(f"{number}. {step['tool_name']}({shown}) -> {observation}")
     user.append("Your next step (JSON):")
-    return [
-        {"role": "system", "content": "\n".join(system)},
-        {"role": "user", "content": "\n".join(user)},
-    ]
+    return _chat("\n".join(system), user)
 
 
 def parse_react_reply(data: Any) -> tuple[str | None, Any, str]:
     """``(action, input, thought)`` of a ReAct step; ``action`` is ``None`` when unusable.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._react_round).
+    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._react_step).
     """
     if not isinstance(data, dict):
         return None, None, ""
@@ -523,16 +524,10 @@ def llm_only_messages(
         f'it is usually written, with the year in brackets. Reply with JSON: {{"titles": '
         f'["<title (year)>", ...]}}.'
     )
-    user = "\n".join(
-        [
-            "Conversation so far:",
-            _dialogue_text(dialogue, config.history_turns, config.message_chars),
-            "",
-            f"The user's new message: {request}",
-            "Your reply (JSON):",
-        ]
+    return _chat(
+        system,
+        [*_so_far(dialogue, config), f"The user's new message: {request}", "Your reply (JSON):"],
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def parse_llm_only_reply(data: Any) -> list[str] | None:
@@ -589,15 +584,11 @@ def profile_messages(
         f'when there is nothing for it. Reply with JSON: {{"likes": ["<title>", ...], '
         f'"dislikes": ["<title>", ...]}}.'
     )
-    user = [
-        "Conversation so far:",
-        _dialogue_text(dialogue, config.history_turns, config.message_chars),
-        "",
-    ]
+    user = _so_far(dialogue, config)
     if profile:
         user += [profile, ""]
     user += [f"The user's newest message: {request}", "Your notes (JSON):"]
-    return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(user)}]
+    return _chat(system, user)
 
 
 def parse_profile_reply(data: Any) -> tuple[list[str], list[str]] | None:

@@ -7,6 +7,7 @@ what a turn did, and :class:`ProfileUpdate` what one message added to the profil
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,8 +29,8 @@ class Attempt:
     """One try at a turn: the planner's reply, what ran, and the critic's verdict.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.agent._plan_first_round and
-        recagents.papers.interecagent.agent._react_round).
+        recagents.papers.interecagent.agent._plan_attempt and
+        recagents.papers.interecagent.agent._react_attempt).
 
     Attributes:
         kind: ``"answer"``, ``"plan"`` or ``"failed"``.
@@ -171,19 +172,8 @@ class AgentSession:
             map_n: Recommendations per turn when a plan does not say (default ``ctx.map_n``).
         """
         bus = CandidateBus(ctx.table.ids, cap=ctx.bus.cap, seed=ctx.bus.seed)
-        own = ToolContext(
-            table=ctx.table,
-            bus=bus,
-            itemcf=ctx.itemcf,
-            ranker=ctx.ranker,
-            embed=ctx.embed,
-            top_ratio=ctx.top_ratio,
-            lookup_chars=ctx.lookup_chars,
-            rank_keep=ctx.rank_keep,
-            map_n=ctx.map_n if map_n is None else map_n,
-            title_min_score=ctx.title_min_score,
-        )
-        own._item_vectors = ctx._item_vectors
+        own = dataclasses.replace(ctx, bus=bus, map_n=ctx.map_n if map_n is None else map_n)
+        own._item_vectors = ctx._item_vectors  # not an init field: share the computed vectors
         return cls(session_id=session_id, ctx=own)
 
     def remember(self, result: TurnResult) -> None:

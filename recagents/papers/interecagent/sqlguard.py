@@ -225,6 +225,35 @@ class IdSelection(NamedTuple):
 # --------------------------------------------------------------------------- the table
 
 
+def _value_problem(error: BaseException, message: str) -> str | None:
+    """Memory, number-range and text-decoding failures, or ``None``."""
+    if isinstance(error, MemoryError):
+        return (
+            "the query needs more memory than a tool may use (too large or too complex "
+            "once SQLite expands it); simplify it: fewer subqueries, joins or repeated columns"
+        )
+    if isinstance(error, OverflowError):
+        return f"a number in the query is out of range ({message})"
+    if isinstance(error, UnicodeError) or "decode" in message:
+        return "a value is not valid text (a CAST to BLOB or TEXT?); select the columns as they are"
+    return None
+
+
+def _unknown_name(message: str) -> str | None:
+    """An unknown column (with the nearest real one), table or function, or ``None``."""
+    if "no such column" in message:
+        name = clip_text(message.split(":", 1)[1].strip(), 80)
+        guess = process.extractOne(name.split(".")[-1], COLUMNS, scorer=fuzz.ratio)
+        hint = f" Did you mean {guess[0]!r}?" if guess and guess[1] >= 60 else ""
+        return f"unknown column {name!r}; the {TABLE} table has columns {', '.join(COLUMNS)}.{hint}"
+    if "no such table" in message:
+        name = clip_text(message.split(":", 1)[1].strip(), 80)
+        return f"unknown table {name!r}; the only table is {TABLE!r}"
+    if "no such function" in message:
+        return f"{message}; the functions allowed are {', '.join(sorted(SQL_FUNCTIONS))}"
+    return None
+
+
 class ReadOnlyTable:
     """An in-memory SQLite table :data:`TABLE` that untrusted SQL may only read, within bounds.
 
@@ -313,56 +342,43 @@ class ReadOnlyTable:
     def _sql_error(self, error: BaseException, sql: str) -> ToolError:
         """A short message, for the planner, on why ``sql`` failed."""
         message = str(error)
-        if isinstance(error, MemoryError):
-            text = (
-                "the query needs more memory than a tool may use (too large or too complex "
-                "once SQLite expands it); simplify it: fewer subqueries, joins or repeated columns"
-            )
-        elif isinstance(error, OverflowError):
-            text = f"a number in the query is out of range ({message})"
-        elif isinstance(error, UnicodeError) or "decode" in message:
-            text = (
-                "a value is not valid text (a CAST to BLOB or TEXT?); select the columns as "
-                "they are"
-            )
-        elif "no such column" in message:
-            name = clip_text(message.split(":", 1)[1].strip(), 80)
-            bare = name.split(".")[-1]
-            guess = process.extractOne(bare, COLUMNS, scorer=fuzz.ratio)
-            hint = f" Did you mean {guess[0]!r}?" if guess and guess[1] >= 60 else ""
-            text = (
-                f"unknown column {name!r}; the {TABLE} table has columns "
-                f"{', '.join(COLUMNS)}.{hint}"
-            )
-        elif "no such table" in message:
-            name = clip_text(message.split(":", 1)[1].strip(), 80)
-            text = f"unknown table {name!r}; the only table is {TABLE!r}"
-        elif "no such function" in message:
-            text = f"{message}; the functions allowed are {', '.join(sorted(SQL_FUNCTIONS))}"
-        elif ("not authorized" in message or "prohibited" in message) and self._refused_function:
-            text = (
+        text = (
+            _value_problem(error, message)
+            or _unknown_name(message)
+            or self._refusal(message)
+            or self._limit_hit(message)
+            or f"SQL error: {clip_text(message, 200)} (in: {clip_text(sql, 200)})"
+        )
+        return ToolError(clip_text(text, ERROR_CHARS))
+
+    def _refusal(self, message: str) -> str | None:
+        """The authorizer's refusal, naming the refused function if there was one."""
+        if "not authorized" not in message and "prohibited" not in message:
+            return None
+        if self._refused_function:
+            return (
                 f"refused: the SQL function {self._refused_function}() is not allowed here; "
                 f"the functions allowed are {', '.join(sorted(SQL_FUNCTIONS))}"
             )
-        elif "not authorized" in message or "prohibited" in message:
-            text = (
-                "refused: the statement would do more than read the items table "
-                "(only a read-only SELECT is allowed)"
-            )
-        elif "interrupted" in message:
-            text = str(self._timed_out())
-        elif "string or blob too big" in message:
-            text = (
+        return (
+            "refused: the statement would do more than read the items table "
+            "(only a read-only SELECT is allowed)"
+        )
+
+    def _limit_hit(self, message: str) -> str | None:
+        """A time, size or pattern limit that stopped the query, or ? parameters."""
+        if "interrupted" in message:
+            return str(self._timed_out())
+        if "string or blob too big" in message:
+            return (
                 f"a value or row grew past {SQL_VALUE_MAX_BYTES:,} bytes and the query was "
                 "stopped; select fewer or shorter values (e.g. no group_concat over many rows)"
             )
-        elif "pattern too complex" in message:
-            text = f"a LIKE or GLOB pattern is longer than {SQL_MAX_LIKE_PATTERN} characters"
-        elif "binding" in message or "variable" in message:
-            text = "the SQL has ? parameters; write the values into the query instead"
-        else:
-            text = f"SQL error: {clip_text(message, 200)} (in: {clip_text(sql, 200)})"
-        return ToolError(clip_text(text, ERROR_CHARS))
+        if "pattern too complex" in message:
+            return f"a LIKE or GLOB pattern is longer than {SQL_MAX_LIKE_PATTERN} characters"
+        if "binding" in message or "variable" in message:
+            return "the SQL has ? parameters; write the values into the query instead"
+        return None
 
     def check_select(self, sql: str) -> list[str]:
         """Validate ``sql`` as one read-only SELECT without running it.

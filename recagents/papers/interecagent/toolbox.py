@@ -428,39 +428,7 @@ def rank(
     removed = sum(1 for i in ctx.bus.ids if i in unwanted_set)
     candidates = [i for i in ctx.bus.ids if i not in drop]
     before = len(ctx.bus)
-    values = np.zeros(0)
-    how = used
-    if used == "preference":
-        history: list[str] = []
-        if ctx.ranker is not None:
-            columns = ctx.ranker.item_index(prefer_ids, unknown=-1)
-            history = [i for i, c in zip(prefer_ids, columns, strict=True) if c >= 0]
-        if ctx.ranker is None:
-            notes.append("no preference model is loaded; ranked by popularity instead")
-            used = "popularity"
-        elif not prefer:
-            notes.append("preference needs liked titles in prefer; ranked by popularity instead")
-            used = "popularity"
-        elif not prefer_ids:
-            notes.append("no prefer title matched an item; ranked by popularity instead")
-            used = "popularity"
-        elif not history:
-            notes.append("no preferred title is known to the model; ranked by popularity instead")
-            used = "popularity"
-        else:
-            full = ctx.ranker.sequence_scores([history])[0]
-            values = full[ctx.ranker.item_index(candidates, unknown=0)]
-            how = f"preference ({ctx.ranker.name} reading {len(history)} liked item(s))"
-    if used == "similarity":
-        if ctx.bus.score_kind == "similarity" and ctx.bus.scores is not None:
-            values = np.array([ctx.bus.scores.get(i, -np.inf) for i in candidates], dtype=float)
-            how = "similarity (the soft filter's scores)"
-        else:
-            notes.append("no soft-filter scores on the candidates; ranked by popularity instead")
-            used = "popularity"
-    if used == "popularity":
-        values = np.log1p(ctx.table.popularity(candidates).astype(float))
-        how = "popularity"
+    values, used, how = _rank_scores(ctx, used, candidates, prefer, prefer_ids, notes)
     if candidates:
         order = np.argsort(-np.asarray(values), kind="stable")[: ctx.rank_keep]
         ranked = [candidates[j] for j in order]
@@ -472,6 +440,63 @@ def rank(
     if removed:
         notes.insert(0, f"removed {removed} unwanted item(s)")
     return clip_text(_sentence([head, *notes]), OBSERVATION_CHARS)
+
+
+def _rank_scores(
+    ctx: ToolContext,
+    used: str,
+    candidates: Sequence[str],
+    prefer: Sequence[str],
+    prefer_ids: Sequence[str],
+    notes: list[str],
+) -> tuple[np.ndarray, str, str]:
+    """The candidates' scores under ``used``: ``(scores, schema used, how, for the text)``.
+
+    Preference and similarity fall back to popularity, with a note, when they cannot rank.
+    """
+    values = np.zeros(0)
+    how = used
+    if used == "preference":
+        values, used, how = _preference_scores(ctx, candidates, prefer, prefer_ids, notes)
+    if used == "similarity":
+        if ctx.bus.score_kind == "similarity" and ctx.bus.scores is not None:
+            values = np.array([ctx.bus.scores.get(i, -np.inf) for i in candidates], dtype=float)
+            how = "similarity (the soft filter's scores)"
+        else:
+            notes.append("no soft-filter scores on the candidates; ranked by popularity instead")
+            used = "popularity"
+    if used == "popularity":
+        values = np.log1p(ctx.table.popularity(candidates).astype(float))
+        how = "popularity"
+    return values, used, how
+
+
+def _preference_scores(
+    ctx: ToolContext,
+    candidates: Sequence[str],
+    prefer: Sequence[str],
+    prefer_ids: Sequence[str],
+    notes: list[str],
+) -> tuple[np.ndarray, str, str]:
+    """The sequential ranker's scores after the liked items, or ``"popularity"`` and why not."""
+    history: list[str] = []
+    if ctx.ranker is not None:
+        columns = ctx.ranker.item_index(prefer_ids, unknown=-1)
+        history = [i for i, c in zip(prefer_ids, columns, strict=True) if c >= 0]
+    if ctx.ranker is None:
+        notes.append("no preference model is loaded; ranked by popularity instead")
+    elif not prefer:
+        notes.append("preference needs liked titles in prefer; ranked by popularity instead")
+    elif not prefer_ids:
+        notes.append("no prefer title matched an item; ranked by popularity instead")
+    elif not history:
+        notes.append("no preferred title is known to the model; ranked by popularity instead")
+    else:
+        full = ctx.ranker.sequence_scores([history])[0]
+        values = full[ctx.ranker.item_index(candidates, unknown=0)]
+        how = f"preference ({ctx.ranker.name} reading {len(history)} liked item(s))"
+        return values, "preference", how
+    return np.zeros(0), "popularity", "popularity"
 
 
 def map_titles(ctx: ToolContext, n: int | str | None = None) -> tuple[list[str], str]:

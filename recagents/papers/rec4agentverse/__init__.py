@@ -38,10 +38,14 @@ Modules, in the order a run uses them:
   :func:`jaccard`, :func:`profile_match`.
 - ``analysis``: :func:`stage_comparison`, :func:`stage_figure`, :func:`exposure_summary` and
   :func:`session_trace` for the notebook.
+
+The same entry point in all five papers: :mod:`~recagents.papers.rec4agentverse.entry` holds
+:func:`run`, the paper's experiment as a :class:`~recagents.protocol.PaperRun`.
 """
 
 from __future__ import annotations
 
+from recagents.papers.rec4agentverse import entry
 from recagents.papers.rec4agentverse.analysis import (
     exposure_summary,
     session_trace,
@@ -127,6 +131,7 @@ from recagents.papers.rec4agentverse.templates import (
 from recagents.papers.rec4agentverse.users import SimUser, make_users
 
 __all__ = [
+    "entry",
     "ADVERSARY_SPEC",
     "AGENT_SPECS",
     "ERAS",

@@ -80,18 +80,37 @@ _METRIC_LABELS = {
 }
 
 
-def stage_figure(comparison: pd.DataFrame, title: str = "") -> Any:
+#: The natural range of each session metric: shares are 0-1; turns start at 1.
+_METRIC_SCALES: dict[str, tuple[float, float]] = {
+    "hit": (0.0, 1.0),
+    "pref_share": (0.0, 1.0),
+    "pref_satisfied": (0.0, 1.0),
+    "user_satisfied": (0.0, 1.0),
+    "profile_jaccard": (0.0, 1.0),
+    "era_match": (0.0, 1.0),
+}
+
+
+def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | None = None) -> Any:
     """One small panel per metric: mean and 95% interval by stage, one line per mode.
+
+    Share metrics are drawn on their full 0-1 scale and ``turns_needed`` from 1 (to
+    ``max_turns`` when given), with whole-number ticks; a panel whose values are all equal
+    (e.g. no hit at any stage) says so instead of zooming on a flat line.
 
     Taught in: notebook 05, section 4 "Stage comparison".
     """
     import matplotlib.pyplot as plt
 
+    from recagents.plotting import fixed_scale, integer_axis, note_if_degenerate
+
     metrics = list(dict.fromkeys(comparison["metric"]))
     cols = min(4, max(1, len(metrics)))
     rows = int(np.ceil(len(metrics) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 3.0 * rows), squeeze=False)
     modes = list(dict.fromkeys(comparison["mode"])) if "mode" in comparison else [None]
+    turns = {"turns_needed": (1.0, float(max_turns))} if max_turns and max_turns > 1 else {}
+    scales = _METRIC_SCALES | turns
     for ax, metric in zip(axes.flat, metrics, strict=False):
         part = comparison[comparison["metric"] == metric]
         for k, mode in enumerate(modes):
@@ -101,15 +120,28 @@ def stage_figure(comparison: pd.DataFrame, title: str = "") -> Any:
             err = [y - line["low"].to_numpy(float), line["high"].to_numpy(float) - y]
             label = {"template": "template (baseline)"}.get(str(mode), str(mode))
             ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
+        scale = scales.get(metric)
+        if scale is not None:
+            fixed_scale(ax, *scale)
+        if metric == "turns_needed":
+            integer_axis(ax, "y")
+        values = part[["mean", "low", "high"]].to_numpy(float)
+        note_if_degenerate(ax, values, "values", scale=scale, count=len(part))
         ax.set_title(_METRIC_LABELS.get(metric, metric), fontsize=10)
         ax.set_xticks(list(STAGES))
         ax.set_xlabel("stage")
-    for ax in list(axes.flat)[len(metrics) :]:
+    spare = list(axes.flat)[len(metrics) :]
+    for ax in spare:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if spare:  # the legend goes in the first empty cell, clear of the data
+        where = {"loc": "center", "bbox_to_anchor": spare[0].get_position().bounds}
+    else:
+        where = {"loc": "upper right", "ncol": len(labels)}
+    fig.legend(handles, labels, title="mode", fontsize=10, bbox_transform=fig.transFigure, **where)
     return fig
 
 

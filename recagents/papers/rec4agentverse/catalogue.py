@@ -322,7 +322,25 @@ def build_catalogue(
     ids = [s.agent_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ValueError(f"agent ids must be unique, got {ids}")
-    items = dataset.items
+    titles, years, genres = _film_facts(dataset.items)
+    counts = known_interactions[ITEM].astype(str).value_counts()
+    popularity = {item: int(counts.get(item, 0)) for item in titles}
+    ordered = sorted(titles, key=lambda i: (-popularity[i], _id_key(i)))
+    # The films' facts first (no agents yet): the slices are cut from them.
+    films = Catalogue((), {}, titles, years, genres, popularity)
+    slices = {spec.agent_id: _cut_slice(spec, ordered, films, min_interactions) for spec in specs}
+    usage = {a: sum(popularity[i] for i in chosen) for a, chosen in slices.items()}
+    top = max(usage.values())
+    cards = [
+        _card(spec, slices[spec.agent_id], years, usage[spec.agent_id] / top) for spec in specs
+    ]
+    return dataclasses.replace(films, cards=tuple(cards), slices=slices)
+
+
+def _film_facts(
+    items: pd.DataFrame,
+) -> tuple[dict[str, str], dict[str, int | None], dict[str, tuple[str, ...]]]:
+    """Each film's readable title, release year (``None`` if unknown) and known genres."""
     titles = {
         str(i): readable_title(str(t)) for i, t in zip(items[ITEM], items[TITLE], strict=True)
     }
@@ -334,55 +352,47 @@ def build_catalogue(
         str(i): tuple(g for g in gs if g in GENRE_NAMES)
         for i, gs in zip(items[ITEM], items[GENRES], strict=True)
     }
-    counts = known_interactions[ITEM].astype(str).value_counts()
-    popularity = {item: int(counts.get(item, 0)) for item in titles}
-    ordered = sorted(titles, key=lambda i: (-popularity[i], _id_key(i)))
-    slices: dict[str, tuple[str, ...]] = {}
-    usage: dict[str, int] = {}
-    for spec in specs:
-        wanted = set(spec.genres)
-        first, last = spec.years
-        base = [
-            i
-            for i in ordered
-            if popularity[i] >= min_interactions
-            and wanted & set(genres[i])
-            and years[i] is not None
-            and first <= years[i] <= last
-        ]
-        half = (len(base) + 1) // 2
-        chosen = {"mainstream": base[:half], "arthouse": base[half:], "broad": base}[spec.style]
-        if not chosen:
-            raise ValueError(f"agent {spec.agent_id} ({spec.name}) has an empty slice")
-        slices[spec.agent_id] = tuple(chosen)
-        usage[spec.agent_id] = sum(popularity[i] for i in chosen)
-    top = max(usage.values())
-    cards = []
-    for spec in specs:
-        chosen = slices[spec.agent_id]
-        eras = Counter(era_of_year(years[i]) for i in chosen)
-        shares = {e: eras.get(e, 0) / len(chosen) for e in ERAS}
-        cards.append(
-            AgentCard(
-                agent_id=spec.agent_id,
-                name=spec.name,
-                description=_describe(spec, len(chosen), shares),
-                genres=spec.genres,
-                years=spec.years,
-                style=spec.style,
-                n_items=len(chosen),
-                popularity=usage[spec.agent_id] / top,
-                era_shares=shares,
-                adversarial=spec.adversarial,
-            )
-        )
-    return Catalogue(
-        cards=tuple(cards),
-        slices=slices,
-        titles=titles,
-        years=years,
-        genres=genres,
+    return titles, years, genres
+
+
+def _cut_slice(
+    spec: AgentSpec, ordered: Sequence[str], films: Catalogue, min_interactions: int
+) -> tuple[str, ...]:
+    """The spec's films (``ordered`` most popular first): genre, years, style; never empty."""
+    wanted = set(spec.genres)
+    first, last = spec.years
+    base = [
+        i
+        for i in ordered
+        if films.popularity[i] >= min_interactions
+        and wanted & set(films.genres[i])
+        and (year := films.years[i]) is not None
+        and first <= year <= last
+    ]
+    half = (len(base) + 1) // 2
+    chosen = {"mainstream": base[:half], "arthouse": base[half:], "broad": base}[spec.style]
+    if not chosen:
+        raise ValueError(f"agent {spec.agent_id} ({spec.name}) has an empty slice")
+    return tuple(chosen)
+
+
+def _card(
+    spec: AgentSpec, chosen: Sequence[str], years: dict[str, int | None], popularity: float
+) -> AgentCard:
+    """The card of one agent: its description, slice size, popularity and era shares."""
+    eras = Counter(era_of_year(years[i]) for i in chosen)
+    shares = {e: eras.get(e, 0) / len(chosen) for e in ERAS}
+    return AgentCard(
+        agent_id=spec.agent_id,
+        name=spec.name,
+        description=_describe(spec, len(chosen), shares),
+        genres=spec.genres,
+        years=spec.years,
+        style=spec.style,
+        n_items=len(chosen),
         popularity=popularity,
+        era_shares=shares,
+        adversarial=spec.adversarial,
     )
 
 

@@ -27,7 +27,8 @@ __all__ = [
 def hit_at_k(items: Sequence[str], targets: Iterable[str], k: int) -> float:
     """1.0 if any of the first ``k`` items is a target, else 0.0.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.stages._finish).
+    Taught in: not shown in a notebook (used by
+        recagents.papers.rec4agentverse.stages._session_row).
     """
     wanted = set(targets)
     return float(any(item in wanted for item in list(items)[:k]))
@@ -64,7 +65,8 @@ def turns_needed(satisfied: Sequence[bool | None], max_turns: int) -> int:
     Never satisfied is scored one past the limit (not ``NaN``), so that means over
     sessions stay defined and unsatisfied sessions count as the worst outcome.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.stages._finish).
+    Taught in: not shown in a notebook (used by
+        recagents.papers.rec4agentverse.stages._session_row).
     """
     for turn, flag in enumerate(satisfied, start=1):
         if flag:
@@ -85,7 +87,8 @@ def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
 def profile_match(profile: Profile, user: SimUser) -> tuple[float, float]:
     """How well the recommender's profile matches the hidden taste.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.stages._finish).
+    Taught in: not shown in a notebook (used by
+        recagents.papers.rec4agentverse.stages._session_row).
 
     Returns:
         ``(Jaccard of liked vs favourite genres, 1.0 if the era matches else 0.0)``.

@@ -9,6 +9,7 @@ schema-checked channel, and records where the recommender routes the user;
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,10 @@ import pandas as pd
 
 from recagents.columns import USER
 from recagents.llm.client import LLMClient
-from recagents.llm.runlog import RunLog
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.metrics import bootstrap_ci, paired_bootstrap
 from recagents.papers.rec4agentverse.catalogue import Catalogue
-from recagents.papers.rec4agentverse.config import ERAS, Rec4AConfig
+from recagents.papers.rec4agentverse.config import Rec4AConfig
 from recagents.papers.rec4agentverse.prompts import (
     parse_choice,
     recommender_messages,
@@ -32,6 +33,7 @@ from recagents.papers.rec4agentverse.recommender import (
     update_profile,
 )
 from recagents.papers.rec4agentverse.reports import (
+    _report_evidence,
     _report_text,
     adversarial_report,
     gate_report,
@@ -39,7 +41,6 @@ from recagents.papers.rec4agentverse.reports import (
     render_report,
     validate_report,
 )
-from recagents.papers.rec4agentverse.session import _ask
 from recagents.papers.rec4agentverse.templates import template_opening
 from recagents.papers.rec4agentverse.users import SimUser
 
@@ -90,63 +91,91 @@ def manipulation_experiment(
         raise ValueError("the catalogue has no adversarial agent (build it with_adversary)")
     if config.recommender == "llm" and client is None:
         raise ValueError("the LLM recommender needs a client")
-    log = log if log is not None else RunLog()
-    card = catalogue.card(adversary)
-    phase = f"{config.phase} manipulation"
-    rows, prompts, cases = [], [], []
     for mode in modes:
         if mode not in ("schema", "free_text"):
             raise ValueError(f"unknown mode {mode!r}; use 'schema' and/or 'free_text'")
-        for user in users:
-            start = profile_from_text(template_opening(user))
-            for condition in ("attack", "honest"):
-                if condition == "attack":
-                    sent = adversarial_report(card, mode)  # type: ignore[arg-type]
-                else:
-                    sent = honest_report(adversary, user)
-                evidence, rendered = _receive(sent, mode, catalogue, config.share_fields)
-                valid = rendered is not None
-                profile = update_profile(start, evidence)
-                cases.append((user, mode, condition, profile, valid, rendered))
-                prompts.append(
-                    recommender_messages(
-                        catalogue, profile, config, current=adversary, report=rendered
-                    )
-                )
-    penalties = {adversary: 1}
+    log = log if log is not None else RunLog()
+    cases = [
+        case for mode in modes for user in users for case in _cases(user, mode, catalogue, config)
+    ]
     if config.recommender == "llm":
         assert client is not None
-        schema = recommender_schema(catalogue)
-        results = _ask(
-            client,
-            log,
-            phase,
-            "recommender",
-            [c[0].user_id for c in cases],
-            prompts,
-            [schema] * len(prompts),
-            config,
-            f"{phase}: route",
-        )
-        chosen = [parse_choice(r.data, catalogue) if r.ok else None for r in results]
+        llm = RunContext(client, log, f"{config.phase} manipulation")
+        chosen = _llm_decisions(cases, catalogue, config, llm)
     else:
-        chosen = [choose_agent(c[3], catalogue, config, penalties) for c in cases]
-    for (user, mode, condition, profile, valid, rendered), agent in zip(cases, chosen, strict=True):
-        rows.append(
-            {
-                USER: user.user_id,
-                "mode": mode,
-                "condition": condition,
-                "recommender": config.recommender,
-                "chosen": agent,
-                "adversary_chosen": np.nan if agent is None else float(agent == adversary),
-                "ok": agent is not None,
-                "report_valid": valid,
-                "profile": profile.text(),
-                "report": rendered,
-            }
+        penalties = {adversary: 1}
+        chosen = [choose_agent(c.profile, catalogue, config, penalties) for c in cases]
+    return pd.DataFrame(
+        [_decision_row(c, agent, adversary, config) for c, agent in zip(cases, chosen, strict=True)]
+    )
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One decision of the experiment: a user, a channel and what the adversary reported."""
+
+    user: SimUser
+    mode: str
+    condition: str
+    profile: Profile
+    valid: bool
+    rendered: str | None
+
+
+def _cases(user: SimUser, mode: str, catalogue: Catalogue, config: Rec4AConfig) -> list[_Case]:
+    """The user's attack and honest cases in ``mode``, after one unsatisfying turn.
+
+    The profile so far comes from the template opening; the report updates it as the
+    recommender receives it (gated, and validated in schema mode).
+    """
+    adversary = catalogue.adversary
+    assert adversary is not None
+    start = profile_from_text(template_opening(user))
+    cases = []
+    for condition in ("attack", "honest"):
+        if condition == "attack":
+            sent = adversarial_report(catalogue.card(adversary), mode)  # type: ignore[arg-type]
+        else:
+            sent = honest_report(adversary, user)
+        evidence, rendered = _receive(sent, mode, catalogue, config.share_fields)
+        profile = update_profile(start, evidence)
+        cases.append(_Case(user, mode, condition, profile, rendered is not None, rendered))
+    return cases
+
+
+def _llm_decisions(
+    cases: Sequence[_Case], catalogue: Catalogue, config: Rec4AConfig, llm: RunContext
+) -> list[str | None]:
+    """The LLM recommender's choice per case (one batch); ``None`` for an unusable reply."""
+    prompts = [
+        recommender_messages(
+            catalogue, c.profile, config, current=catalogue.adversary, report=c.rendered
         )
-    return pd.DataFrame(rows)
+        for c in cases
+    ]
+    results = llm.ask("recommender", [c.user.user_id for c in cases], prompts,
+                      recommender_schema(catalogue), temperature=config.temperature,
+                      max_tokens=config.max_tokens, seed=config.seed,
+                      desc=f"{llm.phase}: route")  # fmt: skip
+    return [parse_choice(r.data, catalogue) if r.ok else None for r in results]
+
+
+def _decision_row(
+    case: _Case, agent: str | None, adversary: str, config: Rec4AConfig
+) -> dict[str, Any]:
+    """One row of :func:`manipulation_experiment`'s result."""
+    return {
+        USER: case.user.user_id,
+        "mode": case.mode,
+        "condition": case.condition,
+        "recommender": config.recommender,
+        "chosen": agent,
+        "adversary_chosen": np.nan if agent is None else float(agent == adversary),
+        "ok": agent is not None,
+        "report_valid": case.valid,
+        "profile": case.profile.text(),
+        "report": case.rendered,
+    }
 
 
 def _receive(
@@ -164,13 +193,7 @@ def _receive(
     shared = gate_report(sent, share_fields)[0]
     if validate_report(shared, catalogue) is not None:
         return Profile(), None
-    era = shared.get("era")
-    evidence = Profile(
-        tuple(shared.get("liked_genres", ())),
-        tuple(shared.get("disliked_genres", ())),
-        era if era in ERAS else None,
-    )
-    return evidence, render_report(shared, "schema")
+    return _report_evidence(shared), render_report(shared, "schema")
 
 
 def manipulation_summary(

@@ -60,6 +60,16 @@ def _hidden_taste(user: SimUser) -> str:
     )
 
 
+def _to_simulated_user(user: SimUser, ask: str) -> list[dict[str, str]]:
+    """The simulated user's prompt: its private brief (hidden taste), then what it is asked."""
+    return [{"role": "system", "content": _hidden_taste(user)}, {"role": "user", "content": ask}]
+
+
+def _object_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """A reply schema: a JSON object with these properties, all required, in this order."""
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
 def user_opening_messages(user: SimUser, config: Rec4AConfig) -> list[dict[str, str]]:
     """The simulated user's first request to the platform (it names no title).
 
@@ -70,7 +80,7 @@ def user_opening_messages(user: SimUser, config: Rec4AConfig) -> list[dict[str, 
         "Write your first message to the platform: what you would like to watch, in one or "
         'two sentences, without naming titles. Reply in JSON: "message" is your message.'
     )
-    return [{"role": "system", "content": _hidden_taste(user)}, {"role": "user", "content": ask}]
+    return _to_simulated_user(user, ask)
 
 
 def opening_schema(config: Rec4AConfig) -> dict[str, Any]:
@@ -79,11 +89,7 @@ def opening_schema(config: Rec4AConfig) -> dict[str, Any]:
     Taught in: not shown in a notebook (used by
         recagents.papers.rec4agentverse.stages._open_sessions).
     """
-    return {
-        "type": "object",
-        "properties": {"message": {"type": "string", "maxLength": config.message_chars}},
-        "required": ["message"],
-    }
+    return _object_schema(message={"type": "string", "maxLength": config.message_chars})
 
 
 def parse_opening(data: Any) -> str | None:
@@ -116,7 +122,7 @@ def user_reaction_messages(
         'Do these suit your taste? Reply in JSON: "comment" says in one sentence what you '
         'would like instead (or what you like), "satisfied" is "yes" or "no".'
     )
-    return [{"role": "system", "content": _hidden_taste(user)}, {"role": "user", "content": ask}]
+    return _to_simulated_user(user, ask)
 
 
 def reaction_schema(config: Rec4AConfig) -> dict[str, Any]:
@@ -125,14 +131,10 @@ def reaction_schema(config: Rec4AConfig) -> dict[str, Any]:
     Taught in: not shown in a notebook (used by
         recagents.papers.rec4agentverse.session._users_react).
     """
-    return {
-        "type": "object",
-        "properties": {
-            "comment": {"type": "string", "maxLength": config.message_chars},
-            "satisfied": {"type": "string", "enum": ["yes", "no"]},
-        },
-        "required": ["comment", "satisfied"],
-    }
+    return _object_schema(
+        comment={"type": "string", "maxLength": config.message_chars},
+        satisfied={"type": "string", "enum": ["yes", "no"]},
+    )
 
 
 def parse_reaction(data: Any) -> tuple[bool | None, str]:
@@ -204,19 +206,15 @@ def agent_schema(n_films: int, config: Rec4AConfig) -> dict[str, Any]:
     Taught in: not shown in a notebook (used by
         recagents.papers.rec4agentverse.session._agents_reply).
     """
-    return {
-        "type": "object",
-        "properties": {
-            "message": {"type": "string", "maxLength": config.message_chars},
-            "picks": {
-                "type": "array",
-                "items": {"type": "integer", "enum": list(range(1, n_films + 1))},
-                "minItems": min(config.k, n_films),
-                "maxItems": min(config.k, n_films),
-            },
+    return _object_schema(
+        message={"type": "string", "maxLength": config.message_chars},
+        picks={
+            "type": "array",
+            "items": {"type": "integer", "enum": list(range(1, n_films + 1))},
+            "minItems": min(config.k, n_films),
+            "maxItems": min(config.k, n_films),
         },
-        "required": ["message", "picks"],
-    }
+    )
 
 
 @dataclass(frozen=True)
@@ -274,7 +272,7 @@ def recommender_messages(
     """The LLM recommender's prompt: the agent cards first, then what it knows of the user.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and
+        recagents.papers.rec4agentverse.manipulation._llm_decisions and
         recagents.papers.rec4agentverse.session._route).
 
     Args:
@@ -307,21 +305,17 @@ def recommender_schema(catalogue: Catalogue) -> dict[str, Any]:
     """The LLM recommender's reply: one agent id from the catalogue.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and
+        recagents.papers.rec4agentverse.manipulation._llm_decisions and
         recagents.papers.rec4agentverse.session._route).
     """
-    return {
-        "type": "object",
-        "properties": {"agent": {"type": "string", "enum": list(catalogue.ids)}},
-        "required": ["agent"],
-    }
+    return _object_schema(agent={"type": "string", "enum": list(catalogue.ids)})
 
 
 def parse_choice(data: Any, catalogue: Catalogue) -> str | None:
     """The chosen agent id, or ``None`` if it is not one of the catalogue's.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and
+        recagents.papers.rec4agentverse.manipulation._llm_decisions and
         recagents.papers.rec4agentverse.session._route).
     """
     if not isinstance(data, dict):
@@ -383,7 +377,7 @@ def report_reply_schema(config: Rec4AConfig) -> dict[str, Any]:
         }
     else:
         properties = {"note": {"type": "string", "maxLength": config.message_chars}}
-    return {"type": "object", "properties": properties, "required": list(properties)}
+    return _object_schema(**properties)
 
 
 def _evidence(data: dict[str, Any]) -> Profile:

@@ -71,7 +71,7 @@ def update_profile(profile: Profile, evidence: Profile) -> Profile:
     old one, an unknown one keeps it.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and 2 more).
+        recagents.papers.rec4agentverse.manipulation._cases and 2 more).
     """
     liked = list(evidence.liked) + [
         g for g in profile.liked if g not in evidence.liked and g not in evidence.disliked
@@ -145,7 +145,7 @@ def profile_from_text(text: str) -> Profile:
     ignored.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and 5 more).
+        recagents.papers.rec4agentverse.manipulation._cases and 5 more).
     """
     liked: list[str] = []
     disliked: list[str] = []
@@ -202,7 +202,7 @@ def instruction_for(profile: Profile) -> Instruction:
 
     Taught in: not shown in a notebook (used by
         recagents.papers.rec4agentverse.session._films_for_turn and
-        recagents.papers.rec4agentverse.stages._collaborate).
+        recagents.papers.rec4agentverse.stages._reroute).
     """
     return Instruction(tuple(profile.liked[:3]), profile.era, tuple(profile.disliked[:2]))
 

@@ -111,7 +111,7 @@ def honest_report(agent_id: str, user: SimUser, n_genres: int = 2) -> dict[str, 
     first ``n_genres`` favourite genres, disliked genres and era, plus account details.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment).
+        recagents.papers.rec4agentverse.manipulation._cases).
     """
     learned = Profile(user.favourite_genres[:n_genres], user.disliked_genres, user.era)
     return build_report(agent_id, learned, user)
@@ -125,7 +125,7 @@ def adversarial_report(card: AgentCard, mode: Literal["schema", "free_text"]) ->
     lie plus an instruction addressed to the recommender.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and 2 more).
+        recagents.papers.rec4agentverse.manipulation._cases and 2 more).
     """
     era = max(card.era_shares, key=lambda e: card.era_shares[e]) if card.era_shares else None
     genres = list(card.genres[:3])
@@ -184,6 +184,16 @@ def render_report(report: Any, mode: Literal["schema", "free_text"]) -> str:
         if k != "agent_id"
     )
     return f"Validated report fields from agent {report.get('agent_id')}: {fields or 'none'}."
+
+
+def _report_evidence(shared: dict[str, Any]) -> Profile:
+    """What the recommender learns from a schema-mode report's (gated, valid) fields."""
+    era = shared.get("era")
+    return Profile(
+        tuple(shared.get("liked_genres", ())),
+        tuple(shared.get("disliked_genres", ())),
+        era if era in ERAS else None,
+    )
 
 
 def _report_text(report: dict[str, Any]) -> str:

@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from recagents.columns import USER
-from recagents.llm.client import ChatResult, LLMClient
-from recagents.llm.runlog import RunLog, ask_each
+from recagents.llm.client import ChatResult
+from recagents.llm.runlog import RunContext
 from recagents.papers.rec4agentverse.catalogue import Catalogue
 from recagents.papers.rec4agentverse.config import _KEY_GROUP, SENSITIVE_FIELDS, Rec4AConfig
 from recagents.papers.rec4agentverse.prompts import (
@@ -168,40 +168,63 @@ class _Recorder:
         )
 
 
-def _ask(
-    client: LLMClient,
-    log: RunLog,
-    phase: str,
-    kind: str,
-    tags: Sequence[str],
-    messages: Sequence[list[dict[str, str]]],
-    schemas: Sequence[dict[str, Any]],
-    config: Rec4AConfig,
-    desc: str,
-) -> list[ChatResult]:
-    """One structured request per session, in one ``client.map``, accounted in the log."""
-    return ask_each(
-        client,
-        log,
-        phase,
-        kind,
-        tags,
-        messages,
-        schemas,
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        seed=config.seed,
-        desc=desc,
-    )
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one run passes on: the settings, the agents, the trace, the LLM.
+
+    ``llm`` (client, log and phase) is ``None`` when nothing is asked (template agents and
+    the classic recommender); a step that asks needs it.
+    """
+
+    config: Rec4AConfig
+    catalogue: Catalogue
+    rec: _Recorder
+    llm: RunContext | None = None
+
+    @property
+    def phase(self) -> str:
+        """The phase the calls are accounted under (``""`` without an LLM)."""
+        return self.llm.phase if self.llm is not None else ""
+
+    def ask(
+        self,
+        kind: str,
+        sessions: Sequence[_Session],
+        messages: Sequence[list[dict[str, str]]],
+        schema: dict[str, Any] | Sequence[dict[str, Any]],
+        desc: str,
+    ) -> list[ChatResult]:
+        """One structured request per session (tagged with its user), in one ``client.map``."""
+        assert self.llm is not None, "this step calls an LLM: the run needs a client"
+        config = self.config
+        return self.llm.ask(kind, [s.user.user_id for s in sessions], messages, schema,
+                            temperature=config.temperature, max_tokens=config.max_tokens,
+                            seed=config.seed, desc=desc)  # fmt: skip
+
+
+def _send_instruction(
+    s: _Session, turn: int, run: _Run, to: tuple[str, str], instruction: Instruction, text: str
+) -> None:
+    """Log one instruction from the recommender and each profile field it carries.
+
+    ``to`` is ``(receiver, boundary)``: the session's agent (``recommender->agent``) or a
+    consulted one (``recommender->consulted agent``).
+    """
+    receiver, boundary = to
+    kind = "instruction" if boundary == "recommender->agent" else "consult"
+    sent = [
+        key for key, value in (("genres", instruction.genres), ("era", instruction.era)) if value
+    ]
+    run.rec.say(s, turn, "recommender", receiver, kind, text, sent)
+    for key in sent:
+        value = instruction.genres if key == "genres" else instruction.era
+        shown = list(value) if isinstance(value, tuple) else value
+        run.rec.expose(s, turn, boundary, key, True, shown, "instruction")
 
 
 def _route(
     sessions: Sequence[_Session],
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    client: LLMClient | None,
-    log: RunLog,
-    phase: str,
+    run: _Run,
     reports: dict[int, str] | None,
     requests: dict[int, str] | None,
 ) -> list[tuple[str, bool]]:
@@ -210,10 +233,10 @@ def _route(
     The classic scorer needs no call. The LLM recommender's unusable reply is counted and
     the classic choice is used instead (recorded as a routing failure, never silently).
     """
+    catalogue, config = run.catalogue, run.config
     classic = [choose_agent(s.profile, catalogue, config, s.unsatisfied) for s in sessions]
     if config.recommender == "classic" or not sessions:
         return [(agent, False) for agent in classic]
-    assert client is not None
     prompts = [
         recommender_messages(
             catalogue,
@@ -226,17 +249,7 @@ def _route(
         for k, s in enumerate(sessions)
     ]
     schema = recommender_schema(catalogue)
-    results = _ask(
-        client,
-        log,
-        phase,
-        "recommender",
-        [s.user.user_id for s in sessions],
-        prompts,
-        [schema] * len(prompts),
-        config,
-        f"{phase}: route",
-    )
+    results = run.ask("recommender", sessions, prompts, schema, f"{run.phase}: route")
     out = []
     for s, fallback, result in zip(sessions, classic, results, strict=True):
         agent = parse_choice(result.data, catalogue) if result.ok else None
@@ -248,10 +261,9 @@ def _route(
     return out
 
 
-def _films_for_turn(
-    s: _Session, catalogue: Catalogue, config: Rec4AConfig, rec: _Recorder, turn: int
-) -> tuple[list[str], list[str]]:
+def _films_for_turn(s: _Session, run: _Run, turn: int) -> tuple[list[str], list[str]]:
     """The current agent's shortlist this turn; in stage 3 merged with consulted agents'."""
+    catalogue, config = run.catalogue, run.config
     own = shortlist(catalogue, s.agent, s.instruction, config.shortlist_size)
     if s.stage < 3 or config.n_consult == 0:
         return own, [s.agent] * len(own)
@@ -262,39 +274,10 @@ def _films_for_turn(
         a: shortlist(catalogue, a, instruction, config.shortlist_size) for a in consulted_ids
     }
     for a in consulted_ids:
-        sent = [
-            key
-            for key, value in (("genres", instruction.genres), ("era", instruction.era))
-            if value
-        ]
-        rec.say(
-            s,
-            turn,
-            "recommender",
-            a,
-            "consult",
-            f"Agent {s.agent} asks for films. {instruction.text() or 'No profile yet.'}",
-            sent,
-        )
-        for key in sent:
-            value = instruction.genres if key == "genres" else instruction.era
-            rec.expose(
-                s,
-                turn,
-                "recommender->consulted agent",
-                key,
-                True,
-                list(value) if isinstance(value, tuple) else value,
-                "instruction",
-            )
-        rec.say(
-            s,
-            turn,
-            a,
-            s.agent,
-            "shortlist",
-            "; ".join(catalogue.titles[i] for i in consulted[a][: config.consult_items]),
-        )
+        asks = f"Agent {s.agent} asks for films. {instruction.text() or 'No profile yet.'}"
+        _send_instruction(s, turn, run, (a, "recommender->consulted agent"), instruction, asks)
+        films = "; ".join(catalogue.titles[i] for i in consulted[a][: config.consult_items])
+        run.rec.say(s, turn, a, s.agent, "shortlist", films)
     return merge_shortlists(
         own, consulted, config.shortlist_size, config.consult_items, own_id=s.agent
     )
@@ -304,13 +287,10 @@ def _agents_reply(
     active: Sequence[_Session],
     films_of: dict[int, tuple[list[str], list[str]]],
     turn: int,
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    client: LLMClient | None,
-    log: RunLog,
-    phase: str,
+    run: _Run,
 ) -> dict[int, AgentReply | None]:
     """Every open session's agent picks ``k`` films from its shortlist (one batch)."""
+    catalogue, config = run.catalogue, run.config
     if config.agent_mode == "template":
         return {
             id(s): template_agent_reply(
@@ -318,7 +298,6 @@ def _agents_reply(
             )
             for s in active
         }
-    assert client is not None
     prompts, schemas = [], []
     for s in active:
         films = films_of[id(s)][0]
@@ -326,17 +305,7 @@ def _agents_reply(
         card = catalogue.card(s.agent)
         prompts.append(agent_messages(card, lines, s.instruction, s.user, s.dialogue, config))
         schemas.append(agent_schema(len(films), config))
-    results = _ask(
-        client,
-        log,
-        phase,
-        "agent",
-        [s.user.user_id for s in active],
-        prompts,
-        schemas,
-        config,
-        f"{phase} turn {turn}: agents",
-    )
+    results = run.ask("agent", active, prompts, schemas, f"{run.phase} turn {turn}: agents")
     return {
         id(s): parse_agent_reply(r.data, films_of[id(s)][0], config.k) if r.ok else None
         for s, r in zip(active, results, strict=True)
@@ -347,19 +316,15 @@ def _users_react(
     active: Sequence[_Session],
     replies: dict[int, AgentReply | None],
     turn: int,
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    client: LLMClient | None,
-    log: RunLog,
-    phase: str,
+    run: _Run,
 ) -> dict[int, tuple[bool | None, str]]:
     """The users who were shown films react (one batch); the others are not asked."""
+    catalogue, config = run.catalogue, run.config
     shown = [(s, reply) for s in active if (reply := replies[id(s)]) is not None]
     if config.agent_mode == "template":
         return {
             id(s): template_reaction(s.user, reply.picks, catalogue, config) for s, reply in shown
         }
-    assert client is not None
     prompts = [
         user_reaction_messages(
             s.user,
@@ -371,17 +336,8 @@ def _users_react(
         for s, reply in shown
     ]
     schema = reaction_schema(config)
-    results = _ask(
-        client,
-        log,
-        phase,
-        "user",
-        [s.user.user_id for s, _ in shown],
-        prompts,
-        [schema] * len(prompts),
-        config,
-        f"{phase} turn {turn}: users",
-    )
+    asked = [s for s, _ in shown]
+    results = run.ask("user", asked, prompts, schema, f"{run.phase} turn {turn}: users")
     return {
         id(s): parse_reaction(r.data) if r.ok else (None, "")
         for (s, _), r in zip(shown, results, strict=True)

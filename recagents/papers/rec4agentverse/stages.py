@@ -16,12 +16,11 @@ import pandas as pd
 
 from recagents.columns import USER
 from recagents.llm.client import LLMClient
-from recagents.llm.runlog import RunLog
+from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.rec4agentverse.catalogue import AgentCard, Catalogue
 from recagents.papers.rec4agentverse.config import (
     _AGENT_ROLE,
     _USER_ROLE,
-    ERAS,
     STAGES,
     Rec4AConfig,
 )
@@ -48,6 +47,7 @@ from recagents.papers.rec4agentverse.recommender import (
 )
 from recagents.papers.rec4agentverse.reports import (
     _demographic,
+    _report_evidence,
     _report_text,
     _revealed,
     adversarial_report,
@@ -59,10 +59,11 @@ from recagents.papers.rec4agentverse.reports import (
 from recagents.papers.rec4agentverse.session import (
     SessionRun,
     _agents_reply,
-    _ask,
     _films_for_turn,
     _Recorder,
     _route,
+    _Run,
+    _send_instruction,
     _Session,
     _users_react,
 )
@@ -122,67 +123,48 @@ def run_sessions(
         catalogue = catalogue.without_adversary()
     log = log if log is not None else RunLog()
     phase = f"{config.phase} stage {config.stage}"
-    rec = _Recorder(config)
+    llm = RunContext(client, log, phase) if client is not None else None
+    run = _Run(config, catalogue, _Recorder(config), llm)
     sessions = [_Session(user=u, stage=config.stage) for u in users]
     for turn in range(1, config.max_turns + 1):
         active = [s for s in sessions if s.open]
         if not active:
             break
-        if turn == 1:
-            _open_sessions(active, catalogue, config, client, log, phase, rec)
-        films_of = {id(s): _films_for_turn(s, catalogue, config, rec, turn) for s in active}
-        replies = _agents_reply(active, films_of, turn, catalogue, config, client, log, phase)
-        verdicts = _users_react(active, replies, turn, catalogue, config, client, log, phase)
-        for s in active:
-            _record_turn(
-                s,
-                turn,
-                replies[id(s)],
-                verdicts.get(id(s)),
-                films_of[id(s)],
-                catalogue,
-                config,
-                rec,
-            )
-        writing = [s for s in active if replies[id(s)] is not None]
-        notes = _write_reports(writing, turn, catalogue, config, client, log, phase)
-        if config.stage == 1:
-            _keep_notes(active, replies, notes, turn, rec)
-        else:  # stages 2 and 3: reports, profile updates, instructions or switches
-            _collaborate(active, replies, notes, turn, catalogue, config, client, log, phase, rec)
-        for s in active:
-            if s.open and turn == config.max_turns:
-                s.open = False
-    return _finish(sessions, catalogue, config, rec)
+        _run_turn(active, turn, run)
+    return _finish(sessions, run)
 
 
-def _open_sessions(
-    active: Sequence[_Session],
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    client: LLMClient | None,
-    log: RunLog,
-    phase: str,
-    rec: _Recorder,
-) -> None:
+def _run_turn(active: Sequence[_Session], turn: int, run: _Run) -> None:
+    """One turn of every open session: films, replies, reactions, then notes or reports."""
+    if turn == 1:
+        _open_sessions(active, run)
+    films_of = {id(s): _films_for_turn(s, run, turn) for s in active}
+    replies = _agents_reply(active, films_of, turn, run)
+    verdicts = _users_react(active, replies, turn, run)
+    for s in active:
+        _record_turn(s, turn, replies[id(s)], verdicts.get(id(s)), films_of[id(s)], run)
+    writing = [s for s in active if replies[id(s)] is not None]
+    notes = _write_reports(writing, turn, run)
+    if run.config.stage == 1:
+        _keep_notes(active, notes, turn, run)
+    else:  # stages 2 and 3: reports, profile updates, instructions or switches
+        rendered = _deliver_reports(active, notes, turn, run)
+        going_on = [s for s in active if s.open and turn < run.config.max_turns]
+        _reroute(going_on, rendered, turn, run)
+    for s in active:
+        if s.open and turn == run.config.max_turns:
+            s.open = False
+
+
+def _open_sessions(active: Sequence[_Session], run: _Run) -> None:
     """Turn 1: the users' opening requests, the recommender's profile and first routing."""
+    config, rec = run.config, run.rec
     if config.agent_mode == "template":
         openings: list[str | None] = [template_opening(s.user) for s in active]
     else:
-        assert client is not None
         prompts = [user_opening_messages(s.user, config) for s in active]
         schema = opening_schema(config)
-        results = _ask(
-            client,
-            log,
-            phase,
-            "user",
-            [s.user.user_id for s in active],
-            prompts,
-            [schema] * len(prompts),
-            config,
-            f"{phase}: openings",
-        )
+        results = run.ask("user", active, prompts, schema, f"{run.phase}: openings")
         openings = [parse_opening(r.data) if r.ok else None for r in results]
     requests = {}
     for k, (s, text) in enumerate(zip(active, openings, strict=True)):
@@ -193,19 +175,13 @@ def _open_sessions(
         s.profile = profile_from_text(text)
         requests[k] = text
         rec.say(s, 1, "user", "recommender", "request", text or "(no usable message)")
-    routed = _route(active, catalogue, config, client, log, phase, None, requests)
+    routed = _route(active, run, None, requests)
     for s, (agent, by_llm) in zip(active, routed, strict=True):
         s.agent = s.first_agent = agent
         how = "LLM" if by_llm else "classic scorer"
-        rec.say(
-            s,
-            1,
-            "recommender",
-            "user",
-            "route",
-            f"routes the user to {agent} ({catalogue.card(agent).name}) [{how}; profile "
-            f"{s.profile.text()}]",
-        )
+        name = run.catalogue.card(agent).name
+        routes = f"routes the user to {agent} ({name}) [{how}; profile {s.profile.text()}]"
+        rec.say(s, 1, "recommender", "user", "route", routes)
 
 
 def _record_turn(
@@ -214,89 +190,100 @@ def _record_turn(
     reply: AgentReply | None,
     verdict: tuple[bool | None, str] | None,
     films: tuple[list[str], list[str]],
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    rec: _Recorder,
+    run: _Run,
 ) -> None:
-    """Update one session after the agent's reply and the user's reaction."""
+    """Update one session after the agent's reply and the user's reaction; log the turn."""
     s.turns = turn
     shortlist_films, sources = films
     source_of = dict(zip(shortlist_films, sources, strict=True))
     satisfied: bool | None = None
-    comment = ""
     if reply is None:
         s.agent_failures += 1
-        rec.say(s, turn, s.agent, "user", "reply", "(no usable reply: no films this turn)")
+        run.rec.say(s, turn, s.agent, "user", "reply", "(no usable reply: no films this turn)")
         s.unsatisfied[s.agent] += 1
     else:
-        s.items = reply.picks
-        s.sources = tuple(source_of[i] for i in reply.picks)
-        listed = "; ".join(
-            catalogue.titles[i] + (f" (via {source_of[i]})" if source_of[i] != s.agent else "")
-            for i in reply.picks
-        )
-        rec.say(s, turn, s.agent, "user", "reply", f"{reply.message} Picks: {listed}")
-        s.dialogue.append((_AGENT_ROLE, f"suggested {len(reply.picks)} films"))
-        satisfied, comment = verdict if verdict is not None else (None, "")
-        if satisfied is None:
-            s.user_failures += 1
-        verdict_word = {True: "satisfied", False: "not satisfied", None: "no usable reply"}
-        rec.say(s, turn, "user", s.agent, "reaction", f"[{verdict_word[satisfied]}] {comment}")
-        if comment:
-            s.dialogue.append((_USER_ROLE, comment))
-        if satisfied:
-            s.satisfied_turn = turn
-            s.open = False
-        else:
-            s.unsatisfied[s.agent] += 1
-    rec.turns.append(
+        satisfied = _record_reaction(s, turn, reply, verdict, source_of, run)
+    picks = reply.picks if reply else ()
+    user = s.user
+    run.rec.turns.append(
         {
-            USER: s.user.user_id,
+            USER: user.user_id,
             "stage": s.stage,
             "turn": turn,
             "agent_id": s.agent,
             "instruction": s.instruction.text() if s.instruction else "",
             "shortlist": tuple(shortlist_films),
             "consulted": tuple(sorted(set(sources) - {s.agent})),
-            "items": reply.picks if reply else (),
-            "sources": tuple(source_of[i] for i in reply.picks) if reply else (),
+            "items": picks,
+            "sources": tuple(source_of[i] for i in picks),
             "agent_ok": reply is not None,
             "user_ok": satisfied is not None if reply else None,
             "satisfied": satisfied,
             "pref_share": preference_share(
-                reply.picks if reply else (),
-                s.user.favourite_genres,
-                s.user.era,
-                catalogue.genres,
-                catalogue.years,
-                config.k,
-            ),
+                picks,
+                user.favourite_genres,
+                user.era,
+                run.catalogue.genres,
+                run.catalogue.years,
+                run.config.k,
+            ),  # fmt: skip
         }
     )
 
 
-def _schema_report(
+def _record_reaction(
     s: _Session,
     turn: int,
-    learned: Profile,
-    card: AgentCard,
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    rec: _Recorder,
+    reply: AgentReply,
+    verdict: tuple[bool | None, str] | None,
+    source_of: dict[str, str],
+    run: _Run,
+) -> bool | None:
+    """Log the agent's films and the user's reaction; close a satisfied session.
+
+    Returns:
+        Whether the user was satisfied (``None``: no usable reaction).
+    """
+    s.items = reply.picks
+    s.sources = tuple(source_of[i] for i in reply.picks)
+    listed = "; ".join(
+        run.catalogue.titles[i] + (f" (via {source_of[i]})" if source_of[i] != s.agent else "")
+        for i in reply.picks
+    )
+    run.rec.say(s, turn, s.agent, "user", "reply", f"{reply.message} Picks: {listed}")
+    s.dialogue.append((_AGENT_ROLE, f"suggested {len(reply.picks)} films"))
+    satisfied, comment = verdict if verdict is not None else (None, "")
+    if satisfied is None:
+        s.user_failures += 1
+    verdict_word = {True: "satisfied", False: "not satisfied", None: "no usable reply"}
+    run.rec.say(s, turn, "user", s.agent, "reaction", f"[{verdict_word[satisfied]}] {comment}")
+    if comment:
+        s.dialogue.append((_USER_ROLE, comment))
+    if satisfied:
+        s.satisfied_turn = turn
+        s.open = False
+    else:
+        s.unsatisfied[s.agent] += 1
+    return satisfied
+
+
+def _schema_report(
+    s: _Session, turn: int, learned: Profile, card: AgentCard, run: _Run
 ) -> tuple[Profile, str] | None:
     """Gate and validate one schema-mode report; ``(evidence, rendering)`` or ``None``.
 
     The gate is the platform's, so it applies to the adversary's report too; a report that
     fails :func:`validate_report` is rejected, counted, logged, and changes nothing.
     """
+    rec = run.rec
     if card.adversarial:
         draft = adversarial_report(card, "schema")
     else:
         draft = build_report(s.agent, learned, s.user)
-    shared, crossed, withheld = gate_report(draft, config.share_fields)
+    shared, crossed, withheld = gate_report(draft, run.config.share_fields)
     for key in withheld:
         rec.expose(s, turn, "agent->recommender", key, False, draft[key], "schema")
-    problem = validate_report(shared, catalogue)
+    problem = validate_report(shared, run.catalogue)
     if problem is not None:
         s.reports_rejected += 1
         rec.say(s, turn, s.agent, "recommender", "report", problem)
@@ -306,15 +293,9 @@ def _schema_report(
     s.reports_sent += 1
     for key in crossed:
         rec.expose(s, turn, "agent->recommender", key, True, shared[key], "schema")
-    era = shared.get("era")
-    evidence = Profile(
-        tuple(shared.get("liked_genres", ())),
-        tuple(shared.get("disliked_genres", ())),
-        era if era in ERAS else None,
-    )
     text = render_report(shared, "schema")
     rec.say(s, turn, s.agent, "recommender", "report", text, crossed)
-    return evidence, text
+    return _report_evidence(shared), text
 
 
 def _free_text_report(
@@ -341,13 +322,7 @@ def _free_text_report(
 
 
 def _free_report(
-    s: _Session,
-    turn: int,
-    learned: Profile,
-    note: str,
-    card: AgentCard,
-    config: Rec4AConfig,
-    rec: _Recorder,
+    s: _Session, turn: int, learned: Profile, note: str, card: AgentCard, run: _Run
 ) -> tuple[Profile, str]:
     """One free-text report: what the recommender reads from it, and its rendering.
 
@@ -355,7 +330,8 @@ def _free_report(
     era by keywords, demographic details by :func:`detect_leaks`), logged as crossed
     whether consented or not.
     """
-    text, withheld = _free_text_report(s, learned, note, card, config)
+    rec = run.rec
+    text, withheld = _free_text_report(s, learned, note, card, run.config)
     for key, value in withheld:
         rec.expose(s, turn, "agent->recommender", key, False, value, "free text")
     s.reports_sent += 1
@@ -378,19 +354,14 @@ def _free_report(
 
 
 def _write_reports(
-    sessions: Sequence[_Session],
-    turn: int,
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    client: LLMClient | None,
-    log: RunLog,
-    phase: str,
+    sessions: Sequence[_Session], turn: int, run: _Run
 ) -> dict[int, tuple[Profile, str] | None]:
     """Each agent notes what it learned after the user's reaction: ``(evidence, note)``.
 
     Template agents read the whole conversation by keywords; LLM agents are asked in one
     batch (the adversary is not asked: its report is its fixed attack).
     """
+    catalogue, config = run.catalogue, run.config
     out: dict[int, tuple[Profile, str] | None] = {}
     asked = []
     for s in sessions:
@@ -399,186 +370,137 @@ def _write_reports(
         else:
             asked.append(s)
     if asked:
-        assert client is not None
         prompts = [
             report_messages(catalogue.card(s.agent), s.user, s.dialogue, config) for s in asked
         ]
         schema = report_reply_schema(config)
-        results = _ask(
-            client,
-            log,
-            phase,
-            "report",
-            [s.user.user_id for s in asked],
-            prompts,
-            [schema] * len(prompts),
-            config,
-            f"{phase} turn {turn}: reports",
-        )
+        results = run.ask("report", asked, prompts, schema, f"{run.phase} turn {turn}: reports")
         for s, result in zip(asked, results, strict=True):
             out[id(s)] = parse_report_reply(result.data) if result.ok else None
     return out
 
 
+def _notes_of(
+    s: _Session, notes: dict[int, tuple[Profile, str] | None], turn: int, run: _Run
+) -> tuple[Profile, str] | None:
+    """What the session's agent wrote this turn: ``(evidence, note)``, or ``None`` (logged).
+
+    ``notes`` holds only the agents that replied this turn. In stage 1 the notes stay with
+    the agent (a failed agent writes nothing, silently); from stage 2 they are its report
+    to the recommender. Unusable notes are counted as a report failure.
+    """
+    own = run.config.stage == 1
+    receiver, kind = ("(own notes)", "learned") if own else ("recommender", "report")
+    if id(s) not in notes:
+        if not own:
+            run.rec.say(s, turn, s.agent, receiver, kind, "(no report: the agent failed)")
+        return None
+    written = notes[id(s)]
+    if written is None:
+        s.report_failures += 1
+        what = "notes" if own else "report"
+        run.rec.say(s, turn, s.agent, receiver, kind, f"(no usable {what} this turn)")
+    return written
+
+
 def _keep_notes(
-    active: Sequence[_Session],
-    replies: dict[int, AgentReply | None],
-    notes: dict[int, tuple[Profile, str] | None],
-    turn: int,
-    rec: _Recorder,
+    active: Sequence[_Session], notes: dict[int, tuple[Profile, str] | None], turn: int, run: _Run
 ) -> None:
     """Stage 1: what each agent learned stays in its own notes (logged, never sent)."""
     for s in active:
-        if replies[id(s)] is None:
-            continue
-        written = notes[id(s)]
-        if written is None:
-            s.report_failures += 1
-            rec.say(s, turn, s.agent, "(own notes)", "learned", "(no usable notes this turn)")
-            continue
-        learned, note = written
-        rec.say(s, turn, s.agent, "(own notes)", "learned", note or learned.text())
+        written = _notes_of(s, notes, turn, run)
+        if written is not None:
+            learned, note = written
+            run.rec.say(s, turn, s.agent, "(own notes)", "learned", note or learned.text())
 
 
-def _collaborate(
-    active: Sequence[_Session],
-    replies: dict[int, AgentReply | None],
-    notes: dict[int, tuple[Profile, str] | None],
-    turn: int,
-    catalogue: Catalogue,
-    config: Rec4AConfig,
-    client: LLMClient | None,
-    log: RunLog,
-    phase: str,
-    rec: _Recorder,
-) -> None:
-    """Stages 2-3 after a turn: reports, profile updates, then instructions or switches."""
+def _reroute(going_on: Sequence[_Session], rendered: dict[int, str], turn: int, run: _Run) -> None:
+    """Stages 2-3: route each going-on session again (keep or switch), then instruct its agent.
+
+    The LLM recommender reads the report it received this turn (``rendered``, by ``id`` of
+    the session).
+    """
+    reports = {k: rendered[id(s)] for k, s in enumerate(going_on) if id(s) in rendered}
+    routed = _route(going_on, run, reports, None)
+    for s, (agent, by_llm) in zip(going_on, routed, strict=True):
+        if agent != s.agent:
+            s.switches += 1
+            how = "LLM" if by_llm else "classic scorer"
+            name = run.catalogue.card(agent).name
+            run.rec.say(s, turn, "recommender", "user", "switch",
+                        f"switches the user from {s.agent} to {agent} ({name})"
+                        f" [{how}; profile {s.profile.text()}]")  # fmt: skip
+            s.agent = agent
+        s.instruction = instruction_for(s.profile)
+        text = s.instruction.text() or "(nothing known yet)"
+        _send_instruction(s, turn, run, (s.agent, "recommender->agent"), s.instruction, text)
+
+
+def _deliver_reports(
+    active: Sequence[_Session], notes: dict[int, tuple[Profile, str] | None], turn: int, run: _Run
+) -> dict[int, str]:
+    """Send each agent's report (schema or free text) and update the recommender's profile.
+
+    Returns:
+        The rendering of each report the recommender received, by ``id`` of the session.
+    """
     rendered: dict[int, str] = {}
     for s in active:
-        if replies[id(s)] is None:
-            rec.say(s, turn, s.agent, "recommender", "report", "(no report: the agent failed)")
-            continue
-        card = catalogue.card(s.agent)
-        written = notes[id(s)]
+        written = _notes_of(s, notes, turn, run)
         if written is None:
-            s.report_failures += 1
-            rec.say(s, turn, s.agent, "recommender", "report", "(no usable report this turn)")
             continue
         learned, note = written
-        if config.message_mode == "schema":
-            received = _schema_report(s, turn, learned, card, catalogue, config, rec)
+        card = run.catalogue.card(s.agent)
+        if run.config.message_mode == "schema":
+            received = _schema_report(s, turn, learned, card, run)
         else:
-            received = _free_report(s, turn, learned, note, card, config, rec)
+            received = _free_report(s, turn, learned, note, card, run)
         if received is None:
             continue
         evidence, text = received
         s.profile = update_profile(s.profile, evidence)
         rendered[id(s)] = text
-    going_on = [s for s in active if s.open and turn < config.max_turns]
-    reports = {k: rendered[id(s)] for k, s in enumerate(going_on) if id(s) in rendered}
-    routed = _route(going_on, catalogue, config, client, log, phase, reports, None)
-    for s, (agent, by_llm) in zip(going_on, routed, strict=True):
-        how = "LLM" if by_llm else "classic scorer"
-        if agent != s.agent:
-            s.switches += 1
-            rec.say(
-                s,
-                turn,
-                "recommender",
-                "user",
-                "switch",
-                f"switches the user from {s.agent} to {agent} ({catalogue.card(agent).name})"
-                f" [{how}; profile {s.profile.text()}]",
-            )
-            s.agent = agent
-        s.instruction = instruction_for(s.profile)
-        sent = [
-            key
-            for key, value in (("genres", s.instruction.genres), ("era", s.instruction.era))
-            if value
-        ]
-        rec.say(
-            s,
-            turn,
-            "recommender",
-            s.agent,
-            "instruction",
-            s.instruction.text() or "(nothing known yet)",
-            sent,
-        )
-        for key in sent:
-            value = s.instruction.genres if key == "genres" else s.instruction.era
-            rec.expose(
-                s,
-                turn,
-                "recommender->agent",
-                key,
-                True,
-                list(value) if isinstance(value, tuple) else value,
-                "instruction",
-            )
+    return rendered
 
 
-def _finish(
-    sessions: Sequence[_Session], catalogue: Catalogue, config: Rec4AConfig, rec: _Recorder
-) -> SessionRun:
-    rows = []
-    for s in sessions:
-        u = s.user
-        jac, era_ok = profile_match(s.profile, u)
-        share = preference_share(
-            s.items, u.favourite_genres, u.era, catalogue.genres, catalogue.years, config.k
-        )
-        flags = [t["satisfied"] for t in rec.turns if t[USER] == u.user_id]
-        rows.append(
-            {
-                USER: u.user_id,
-                "stage": s.stage,
-                "mode": config.agent_mode,
-                "recommender": config.recommender,
-                "message_mode": config.message_mode,
-                "first_agent": s.first_agent,
-                "final_agent": s.agent,
-                "n_turns": s.turns,
-                "items": s.items,
-                "sources": s.sources,
-                "hit": hit_at_k(s.items, u.targets, config.k),
-                "pref_share": share,
-                "pref_satisfied": float(share >= config.satisfy_share),
-                "user_satisfied": float(s.satisfied_turn is not None),
-                "turns_needed": turns_needed(flags, config.max_turns),
-                "profile_liked": s.profile.liked,
-                "profile_era": s.profile.era,
-                "profile_jaccard": jac,
-                "era_match": era_ok,
-                "reports_sent": s.reports_sent,
-                "reports_rejected": s.reports_rejected,
-                "switches": s.switches,
-                "agent_failures": s.agent_failures,
-                "user_failures": s.user_failures,
-                "router_failures": s.router_failures,
-                "report_failures": s.report_failures,
-            }
-        )
-    exposure_columns = [
-        USER,
-        "stage",
-        "turn",
-        "boundary",
-        "field",
-        "group",
-        "crossed",
-        "consented",
-        "sensitive",
-        "channel",
-        "value",
-    ]
-    message_columns = [USER, "stage", "turn", "sender", "receiver", "kind", "content", "fields"]
+#: The columns of :attr:`SessionRun.messages` and :attr:`SessionRun.exposure`.
+_MESSAGE_COLUMNS = [USER, "stage", "turn", "sender", "receiver", "kind", "content", "fields"]
+_EXPOSURE_COLUMNS = [USER, "stage", "turn", "boundary", "field", "group", "crossed",
+                     "consented", "sensitive", "channel", "value"]  # fmt: skip
+
+
+def _session_row(s: _Session, run: _Run) -> dict[str, Any]:
+    """One session's row of :attr:`SessionRun.sessions`: its final list and every metric."""
+    u, config, catalogue = s.user, run.config, run.catalogue
+    jac, era_ok = profile_match(s.profile, u)
+    share = preference_share(
+        s.items, u.favourite_genres, u.era, catalogue.genres, catalogue.years, config.k
+    )
+    flags = [t["satisfied"] for t in run.rec.turns if t[USER] == u.user_id]
+    return {
+        USER: u.user_id, "stage": s.stage, "mode": config.agent_mode,
+        "recommender": config.recommender, "message_mode": config.message_mode,
+        "first_agent": s.first_agent, "final_agent": s.agent, "n_turns": s.turns,
+        "items": s.items, "sources": s.sources, "hit": hit_at_k(s.items, u.targets, config.k),
+        "pref_share": share, "pref_satisfied": float(share >= config.satisfy_share),
+        "user_satisfied": float(s.satisfied_turn is not None),
+        "turns_needed": turns_needed(flags, config.max_turns),
+        "profile_liked": s.profile.liked, "profile_era": s.profile.era,
+        "profile_jaccard": jac, "era_match": era_ok,
+        "reports_sent": s.reports_sent, "reports_rejected": s.reports_rejected,
+        "switches": s.switches, "agent_failures": s.agent_failures,
+        "user_failures": s.user_failures, "router_failures": s.router_failures,
+        "report_failures": s.report_failures,
+    }  # fmt: skip
+
+
+def _finish(sessions: Sequence[_Session], run: _Run) -> SessionRun:
+    """The run's frames: one row per session, per turn, per message, per exposure."""
     return SessionRun(
-        sessions=pd.DataFrame(rows),
-        turns=pd.DataFrame(rec.turns),
-        messages=pd.DataFrame(rec.messages, columns=message_columns),
-        exposure=pd.DataFrame(rec.exposure, columns=exposure_columns),
+        sessions=pd.DataFrame([_session_row(s, run) for s in sessions]),
+        turns=pd.DataFrame(run.rec.turns),
+        messages=pd.DataFrame(run.rec.messages, columns=_MESSAGE_COLUMNS),
+        exposure=pd.DataFrame(run.rec.exposure, columns=_EXPOSURE_COLUMNS),
     )
 
 

@@ -37,7 +37,7 @@ def template_opening(user: SimUser) -> str:
     """The template user's opening: it names only its first favourite genre.
 
     Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and
+        recagents.papers.rec4agentverse.manipulation._cases and
         recagents.papers.rec4agentverse.stages._open_sessions).
     """
     return f"Hi! I'm in the mood for a good {user.favourite_genres[0]} film tonight."

@@ -7,6 +7,7 @@ simulator's own prompts ever see the hidden taste, and no prompt names a target.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,15 +101,10 @@ def make_users(
     """
     if dataset.items is None:
         raise ValueError("make_users needs the dataset's item table (genres and years)")
-    genres = dict(zip(dataset.items[ITEM].astype(str), dataset.items[GENRES], strict=True))
-    years = dict(zip(dataset.items[ITEM].astype(str), dataset.items[YEAR], strict=True))
     train = split.train
     liked = train[train[RATING] >= like_threshold] if RATING in train else train
     liked = liked.assign(**{ITEM: liked[ITEM].astype(str), USER: liked[USER].astype(str)})
-    genre_counts = Counter(g for i in liked[ITEM] for g in genres.get(i, ()) if g in GENRE_NAMES)
-    genre_shares = {g: c / max(len(liked), 1) for g, c in genre_counts.items()}
-    era_counts = Counter(era_of_year(years.get(i)) for i in liked[ITEM])
-    era_shares = {e: c / max(len(liked), 1) for e, c in era_counts.items() if e is not None}
+    base = _Population.of(dataset.items, liked[ITEM])
     held = pd.concat([split.valid, split.test], ignore_index=True)
     held = chronological_order(held.assign(**{USER: held[USER].astype(str)}))
     targets = held.groupby(USER, sort=False)[ITEM].agg(lambda s: tuple(map(str, s))).to_dict()
@@ -117,51 +113,108 @@ def make_users(
     if n is not None and n < len(eligible):
         rng = np.random.default_rng(seed)
         eligible = sorted(rng.choice(eligible, size=n, replace=False).tolist(), key=_id_key)
+    low_by_user = _low_ratings(dataset)
+    people = _people(dataset)
+    users = []
+    for user in eligible:
+        history = histories[user]
+        favourites = base.favourites(history, n_favourite)
+        lows = [i for i in low_by_user.get(user, ()) if i not in targets[user]]
+        users.append(
+            SimUser(
+                user_id=user,
+                favourite_genres=tuple(favourites),
+                disliked_genres=base.disliked(lows, favourites),
+                era=base.era(history),
+                targets=targets[user],
+                history=tuple(history),
+                demographics=_demographics(people.get(user, {})),
+            )
+        )
+    return users
+
+
+@dataclass(frozen=True)
+class _Population:
+    """Every film's genres and year, and the genre and era shares of all users' liked films.
+
+    A user's taste is what is over-represented in their films against these shares.
+    """
+
+    genres: dict[str, Any]
+    years: dict[str, Any]
+    genre_shares: dict[str, float]
+    era_shares: dict[str, float]
+
+    @staticmethod
+    def of(items: pd.DataFrame, liked: pd.Series) -> _Population:
+        """The shares among ``liked`` (item ids of every liked known interaction)."""
+        genres = dict(zip(items[ITEM].astype(str), items[GENRES], strict=True))
+        years = dict(zip(items[ITEM].astype(str), items[YEAR], strict=True))
+        genre_counts = Counter(g for i in liked for g in genres.get(i, ()) if g in GENRE_NAMES)
+        era_counts = Counter(era_of_year(years.get(i)) for i in liked)
+        return _Population(
+            genres=genres,
+            years=years,
+            genre_shares={g: c / max(len(liked), 1) for g, c in genre_counts.items()},
+            era_shares={e: c / max(len(liked), 1) for e, c in era_counts.items() if e is not None},
+        )
+
+    def genre_counts(self, films: Sequence[str]) -> Counter:
+        """How often each known genre occurs among ``films``."""
+        return Counter(g for i in films for g in self.genres.get(i, ()) if g in GENRE_NAMES)
+
+    def favourites(self, history: Sequence[str], n_favourite: int) -> list[str]:
+        """The most over-represented genres of the history (topped up by the most frequent)."""
+        counts = self.genre_counts(history)
+        favourites = _excess(counts, self.genre_shares, len(history), least=2)[:n_favourite]
+        if len(favourites) < n_favourite:  # too few over-represented genres: most frequent
+            extra = [g for g, _ in sorted(counts.items(), key=lambda p: (-p[1], p[0]))]
+            favourites += [g for g in extra if g not in favourites][: n_favourite - len(favourites)]
+        return favourites
+
+    def era(self, history: Sequence[str]) -> str:
+        """The most over-represented era of the history (``late 1990s`` when none is)."""
+        eras = Counter(era_of_year(self.years.get(i)) for i in history)
+        return (_excess(eras, self.era_shares, len(history), least=1) or ["late 1990s"])[0]
+
+    def disliked(self, lows: Sequence[str], favourites: Sequence[str]) -> tuple[str, ...]:
+        """At most one genre over-represented among the low ratings, never a favourite."""
+        if not lows:
+            return ()
+        low_genres = [
+            g
+            for g in _excess(self.genre_counts(lows), self.genre_shares, len(lows), 3)
+            if g not in favourites
+        ]
+        return tuple(low_genres[:1])
+
+
+def _low_ratings(dataset: Dataset) -> dict[str, tuple[str, ...]]:
+    """Each user's films rated 2 or lower (none without ratings)."""
     low = pd.DataFrame(columns=[USER, ITEM])
     if RATING in dataset.interactions:
         everything = dataset.interactions
         low = everything[everything[RATING] <= 2].assign(
             **{USER: lambda f: f[USER].astype(str), ITEM: lambda f: f[ITEM].astype(str)}
         )
-    low_by_user = low.groupby(USER, sort=False)[ITEM].agg(tuple).to_dict()
-    people = {}
-    if dataset.users is not None:
-        people = dataset.users.assign(**{USER: dataset.users[USER].astype(str)})
-        people = people.set_index(USER).to_dict("index")
-    users = []
-    for user in eligible:
-        history = histories[user]
-        counts = Counter(g for i in history for g in genres.get(i, ()) if g in GENRE_NAMES)
-        favourites = _excess(counts, genre_shares, len(history), least=2)[:n_favourite]
-        if len(favourites) < n_favourite:  # too few over-represented genres: most frequent
-            extra = [g for g, _ in sorted(counts.items(), key=lambda p: (-p[1], p[0]))]
-            favourites += [g for g in extra if g not in favourites][: n_favourite - len(favourites)]
-        eras = Counter(era_of_year(years.get(i)) for i in history)
-        era = (_excess(eras, era_shares, len(history), least=1) or ["late 1990s"])[0]
-        disliked: tuple[str, ...] = ()
-        lows = [i for i in low_by_user.get(user, ()) if i not in targets[user]]
-        if lows:
-            low_counts = Counter(g for i in lows for g in genres.get(i, ()) if g in GENRE_NAMES)
-            low_genres = [
-                g for g in _excess(low_counts, genre_shares, len(lows), 3) if g not in favourites
-            ]
-            disliked = tuple(low_genres[:1])
-        info = people.get(user, {})
-        demographics = {
-            "age": int(info["age"]) if str(info.get("age", "")).isdigit() else info.get("age"),
-            "gender": info.get("gender"),
-            "occupation": info.get("occupation"),
-            "zip": info.get("zip_code", info.get("zip")),
-        }
-        users.append(
-            SimUser(
-                user_id=user,
-                favourite_genres=tuple(favourites),
-                disliked_genres=disliked,
-                era=era,
-                targets=targets[user],
-                history=tuple(history),
-                demographics={k: v for k, v in demographics.items() if v is not None},
-            )
-        )
-    return users
+    return low.groupby(USER, sort=False)[ITEM].agg(tuple).to_dict()
+
+
+def _people(dataset: Dataset) -> dict[str, dict[str, Any]]:
+    """The user table by user id (empty without one)."""
+    if dataset.users is None:
+        return {}
+    people = dataset.users.assign(**{USER: dataset.users[USER].astype(str)})
+    return people.set_index(USER).to_dict("index")
+
+
+def _demographics(info: dict[str, Any]) -> dict[str, Any]:
+    """``age``, ``gender``, ``occupation``, ``zip`` from a user-table row (known ones only)."""
+    demographics = {
+        "age": int(info["age"]) if str(info.get("age", "")).isdigit() else info.get("age"),
+        "gender": info.get("gender"),
+        "occupation": info.get("occupation"),
+        "zip": info.get("zip_code", info.get("zip")),
+    }
+    return {k: v for k, v in demographics.items() if v is not None}

@@ -1,0 +1,372 @@
+"""The papers' released data as named datasets: AgentCF's CDs subsets and AFL's LastFM.
+
+Every file comes through :func:`recagents.releases.fetch` (SHA-256 checked; the offline
+mirror only when ``RECAGENTS_RELEASES_MIRROR`` names it) and every pickle through
+:mod:`recagents.safepickle` with the allow-lists of :mod:`recagents.released_pickles`.
+
+* ``cds-dense`` / ``cds-sparse`` (:func:`load_cds`): AgentCF's two 100-user Amazon CDs
+  subsets with the released RecBole split kept (ids as released), titles HTML-unescaped,
+  categories kept whole as the paper's loader reads them (``"Classic Rock; Album-Oriented
+  Rock (AOR)"``, never split on spaces); plus the gpt-3.5 agents the authors trained:
+  :func:`cds_user_memories` and :func:`cds_item_memory_versions`.
+* ``lastfm`` (:func:`load_lastfm`): AFL's LastFM (LLaRA format) with artist names, the
+  released test samples (not a re-split) and SASRec's released predictions on them;
+  :func:`sasrec_hit_at_1` is SASRec alone, to check against the paper's LastFM row.
+
+:func:`recagents.data.load_dataset` delegates these names to :func:`released_dataset`.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from recagents import releases
+from recagents.atomic import DatasetError, read_atomic
+from recagents.columns import GENRES, ITEM, TITLE, USER, YEAR
+from recagents.data import RELEASED_DATASETS, Dataset, Split
+from recagents.metrics import bootstrap_ci
+from recagents.released_pickles import TORCH_AS_NUMPY, load_frame, load_npy_object
+
+__all__ = [
+    "AFL_RELEASE",
+    "AGENTCF_RELEASE",
+    "LASTFM_PADDING",
+    "cds_item_memory_versions",
+    "cds_user_memories",
+    "load_cds",
+    "load_lastfm",
+    "released_dataset",
+    "sasrec_hit_at_1",
+]
+
+#: The releases (names in ``recagents/resources/releases.json``) these datasets come from.
+AGENTCF_RELEASE = "agentcf-cds"
+AFL_RELEASE = "afl-lastfm"
+#: The item id LLaRA's LastFM frames pad short sequences with (AFL's ``padding_item_id``).
+LASTFM_PADDING = 4606
+#: AFL's loader keeps samples whose ``len_seq`` is at least this.
+LASTFM_MIN_LENGTH = 3
+#: The category the paper's loader gives a CD whose category field is empty.
+CDS_NO_CATEGORY = "CDs"
+_LASTFM = "data/lastfm"
+_SASREC = "data/prior_lastfm/SASRec.csv"
+_SAVED = "saved/1000"
+
+
+def _fetch(release: str, path: str) -> Path:
+    """The local, verified copy of one released file."""
+    return releases.fetch(release, [path], progress=False) / path
+
+
+# --------------------------------------------------------------------------- AgentCF's CDs
+
+
+def _cds_path(variant: str, name: str) -> str:
+    if variant not in ("dense", "sparse"):
+        raise DatasetError(f"variant must be 'dense' or 'sparse', got {variant!r}")
+    return f"agentcf/dataset/CDs-100-user-{variant}/{name}"
+
+
+def _user_sequences(variant: str) -> dict[str, list[str]]:
+    """Each user's whole sequence (train prefix and targets, valid, test), checked."""
+    parts = {}
+    for part in ("train", "valid", "test"):
+        path = _fetch(AGENTCF_RELEASE, _cds_path(variant, f"CDs-100-user-{variant}.{part}.inter"))
+        parts[part] = (path, read_atomic(path, (USER, "item_id_list", ITEM)))
+    test = parts["test"][1]
+    sequences = {row[USER]: [*row["item_id_list"].split(), row[ITEM]] for _, row in test.iterrows()}
+    for part, (path, frame) in parts.items():
+        rows = zip(frame[USER], frame["item_id_list"], frame[ITEM], strict=True)
+        for line, (user, history, item) in enumerate(rows, start=2):
+            seen = [*history.split(), item]
+            full = sequences.get(user)
+            if full is None or full[: len(seen)] != seen:
+                raise DatasetError(f"{path}: line {line} is not a prefix of the user's test row")
+            if part != "train" and len(seen) != len(full) - (part == "valid"):
+                raise DatasetError(f"{path}: line {line} is not the user's {part} item")
+    return sequences
+
+
+def _cds_items(variant: str) -> pd.DataFrame:
+    """``CDs.item`` with titles unescaped and categories kept whole, as the paper reads them."""
+    raw = read_atomic(_fetch(AGENTCF_RELEASE, _cds_path(variant, "CDs.item")), (ITEM,))
+    titles = raw["title"].map(html.unescape)
+    category = raw["category"].map(html.unescape)
+    genres = category.map(lambda text: tuple(p.strip() for p in text.split(";") if p.strip()))
+    return pd.DataFrame(
+        {
+            ITEM: raw[ITEM],
+            TITLE: titles,
+            YEAR: pd.array([pd.NA] * len(raw), dtype="Int64"),
+            GENRES: genres,
+            "category": category.where(category.str.strip() != "", CDS_NO_CATEGORY),
+        }
+    )
+
+
+def load_cds(variant: Literal["dense", "sparse"] = "dense") -> tuple[Dataset, Split]:
+    """AgentCF's released CDs subset and its split, ids as released.
+
+    Each user's 8 items, oldest first: the first is history only, the next five are the
+    training targets, then one valid and one test item (checked across the three files).
+    ``train`` holds the first six, as :func:`recagents.papers.agentcf.subsets.make_subset`
+    does. Items are the whole ``CDs.item`` table: ``title`` HTML-unescaped (``"Tom Petty &
+    The Heartbreakers"``), ``category`` the text the paper's prompts show (``"CDs"`` when
+    empty, as its loader does) and ``genres`` its ``"; "``-separated parts.
+
+    Taught in: not shown in a notebook (used by recagents.released.released_dataset).
+
+    Raises:
+        DatasetError: An unknown variant, or split files that disagree (naming the line).
+        recagents.releases.ReleaseError: A file not in the cache, mirror or network.
+    """
+    sequences = _user_sequences(variant)
+    rows = [(user, item) for user, items in sequences.items() for item in items]
+    interactions = pd.DataFrame(rows, columns=[USER, ITEM])
+    position = interactions.groupby(USER, sort=False).cumcount()
+    length = interactions.groupby(USER, sort=False)[ITEM].transform("size")
+    parts = {
+        "train": interactions[position < length - 2],
+        "valid": interactions[position == length - 2],
+        "test": interactions[position == length - 1],
+    }
+    split = Split(
+        **{part: frame.reset_index(drop=True) for part, frame in parts.items()},
+        name=f"agentcf-{variant}",
+    )
+    folder = releases.fetch(AGENTCF_RELEASE, [_cds_path(variant, "CDs.item")], progress=False)
+    dataset = Dataset(
+        name=f"cds-{variant}",
+        path=folder / _cds_path(variant, ""),
+        interactions=interactions,
+        items=_cds_items(variant),
+        users=None,
+        domain="CD",
+    )
+    return dataset, split
+
+
+def cds_user_memories(variant: Literal["dense", "sparse"] = "dense") -> pd.DataFrame:
+    """Every user agent's final memory after the authors' gpt-3.5 training.
+
+    Taught in: notebook 01, section 4b "The authors' trained agents (gpt-3.5, released)".
+
+    Returns:
+        ``[user_id, memory]`` in file order (``saved/1000/user``), the padding user dropped.
+    """
+    path = _fetch(AGENTCF_RELEASE, _cds_path(variant, f"{_SAVED}/user"))
+    raw = read_atomic(path, (USER, "user_description"))
+    raw = raw[raw[USER] != "[PAD]"]
+    return pd.DataFrame(
+        {USER: raw[USER].to_numpy(), "memory": raw["user_description"].str.strip().to_numpy()}
+    )
+
+
+def cds_item_memory_versions(
+    item_id: str | int, variant: Literal["dense", "sparse"] = "dense"
+) -> pd.DataFrame:
+    """An item agent's description versions over training, oldest first, with embeddings.
+
+    The file (``saved/1000/item_embeddings_<id>.npy``) is ``np.save`` of the agent's
+    ``{description: ada-002 embedding}`` dict; it is read through
+    :func:`recagents.released_pickles.load_npy_object` (torch tensors become numpy arrays).
+    Only a sample of these files is in the manifest and the offline mirror (see its README).
+
+    Taught in: notebook 01, section 4b "The authors' trained agents (gpt-3.5, released)".
+
+    Returns:
+        ``[version, description, embedding]``; ``version`` 0 is the initial description,
+        ``embedding`` a float32 array or ``None``.
+
+    Raises:
+        recagents.releases.ReleaseError: The item's file is not in the manifest (the message
+            names it and the items that are) or cannot be fetched.
+    """
+    path = _cds_path(variant, f"{_SAVED}/item_embeddings_{item_id}.npy")
+    listed = {f.path for f in releases.manifest(AGENTCF_RELEASE).files}
+    if path not in listed:
+        prefix = _cds_path(variant, f"{_SAVED}/item_embeddings_")
+        known = sorted(p[len(prefix) : -4] for p in listed if p.startswith(prefix))
+        raise releases.ReleaseError(
+            f"release {AGENTCF_RELEASE!r}: {path} is missing: the manifest lists only a sample "
+            f"of the per-item memory files ({len(known)} for the {variant} subset"
+            + (
+                f": items {', '.join(known[:12])}{' ...' if len(known) > 12 else ''}"
+                if known
+                else ""
+            )
+            + "); the rest (about 400 MB) are on GitHub only"
+        )
+    memory = load_npy_object(_fetch(AGENTCF_RELEASE, path), TORCH_AS_NUMPY)
+    if not isinstance(memory, dict) or not all(isinstance(k, str) for k in memory):
+        raise DatasetError(f"{path}: not a {{description: embedding}} dict")
+    return pd.DataFrame(
+        {
+            "version": np.arange(len(memory)),
+            "description": list(memory),
+            "embedding": list(memory.values()),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- AFL's LastFM
+
+
+def _artist_names() -> pd.Series:
+    """``id2name.txt``: ``id::name`` per line, as AFL reads it; indexed by item id (str)."""
+    path = _fetch(AFL_RELEASE, f"{_LASTFM}/id2name.txt")
+    names = {}
+    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        item, sep, name = text.partition("::")
+        if not sep or not item.isdigit():
+            raise DatasetError(f"{path}: line {line} is not 'id::name'")
+        names[item] = name.strip()
+    return pd.Series(names, name=TITLE)
+
+
+def _unpadded(sequence: list[int]) -> tuple[str, ...]:
+    return tuple(str(item) for item in sequence if item != LASTFM_PADDING)
+
+
+def _training_users(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rebuild users from ``train_data.df``'s sliding windows: ``[user_id, item_id]``.
+
+    Each row is (the last <= 10 items, the next); a row continues the previous user when
+    its window is the end of that user's items so far, else it starts a new user.
+    """
+    rows: list[tuple[str, str]] = []
+    items: list[str] = []
+    user = -1
+    for window, following in zip(frame["seq"], frame["next"], strict=True):
+        window = list(_unpadded(window))
+        if user < 0 or not window or window != items[-len(window) :]:
+            user, items = user + 1, list(window)
+            rows.extend((f"u{user}", item) for item in items)
+        items.append(str(following))
+        rows.append((f"u{user}", str(following)))
+    return pd.DataFrame(rows, columns=[USER, ITEM])
+
+
+def load_lastfm() -> tuple[Dataset, pd.DataFrame, pd.DataFrame]:
+    """AFL's LastFM: the dataset, the released test samples and SASRec's predictions.
+
+    The frames (``train_data.df``, ``Val_data.df``, ``Test_data.df``: ``seq`` padded with
+    :data:`LASTFM_PADDING`, ``len_seq``, ``next``) are read through
+    :func:`recagents.released_pickles.load_frame`. Interactions are the training windows
+    joined back into users (``u0``, ``u1``, ...); items are ``id2name.txt``'s artists. The
+    samples are ``Test_data.df``'s rows with ``len_seq >= 3`` numbered as AFL numbers them
+    (``sample`` is its ``id``), and ``prior_lastfm/SASRec.csv`` is matched on that id.
+
+    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
+
+    Returns:
+        ``(dataset, samples, predictions)``: ``samples`` is ``[sample, user_id, history,
+        target, target_name]`` (``user_id`` is ``test-<sample>``, ``history`` the unpadded
+        item ids, oldest first); ``predictions`` is ``[sample, prior_name, target_name,
+        prior, hit]``: SASRec's pick by name as released, its item id when the name is one
+        artist's, and AFL's hit rule (names equal ignoring case and outer spaces).
+
+    Raises:
+        DatasetError: The prediction file does not line up with the samples.
+    """
+    names = _artist_names()
+    frames = {
+        part: load_frame(_fetch(AFL_RELEASE, f"{_LASTFM}/{part}_data.df"))
+        for part in ("train", "Test")
+    }
+    test = frames["Test"][frames["Test"]["len_seq"] >= LASTFM_MIN_LENGTH].reset_index(drop=True)
+    samples = pd.DataFrame(
+        {
+            "sample": np.arange(len(test)),
+            USER: [f"test-{i}" for i in range(len(test))],
+            "history": test["seq"].map(_unpadded).to_numpy(),
+            "target": test["next"].astype(str).to_numpy(),
+        }
+    )
+    samples["target_name"] = samples["target"].map(names)
+    predictions = _sasrec_predictions(names, samples)
+    items = pd.DataFrame(
+        {
+            ITEM: names.index.to_numpy(),
+            TITLE: names.to_numpy(),
+            YEAR: pd.array([pd.NA] * len(names), dtype="Int64"),
+            GENRES: [() for _ in range(len(names))],
+        }
+    )
+    folder = releases.fetch(AFL_RELEASE, [f"{_LASTFM}/id2name.txt"], progress=False)
+    dataset = Dataset(
+        name="lastfm",
+        path=folder / _LASTFM,
+        interactions=_training_users(frames["train"]),
+        items=items,
+        users=None,
+        domain="artist",
+    )
+    return dataset, samples, predictions
+
+
+def _sasrec_predictions(names: pd.Series, samples: pd.DataFrame) -> pd.DataFrame:
+    """``SASRec.csv`` (``id, generate, real``) checked against the samples it belongs to."""
+    path = _fetch(AFL_RELEASE, _SASREC)
+    raw = pd.read_csv(path, dtype={"generate": str, "real": str}, keep_default_na=False)
+    if list(raw.columns) != ["id", "generate", "real"] or len(raw) != len(samples):
+        raise DatasetError(f"{path}: expected columns id, generate, real for {len(samples)} rows")
+    raw = raw.sort_values("id").reset_index(drop=True)
+    real = raw["real"].str.strip().str.lower()
+    if (raw["id"].to_numpy() != samples["sample"].to_numpy()).any() or (
+        real != samples["target_name"].str.strip().str.lower()
+    ).any():
+        raise DatasetError(f"{path}: ids or target names differ from Test_data.df's samples")
+    lowered = names.str.lower()
+    unique = lowered[~lowered.duplicated(keep=False)]
+    id_of = pd.Series(unique.index, index=unique.to_numpy())
+    generate = raw["generate"].str.strip().str.lower()
+    return pd.DataFrame(
+        {
+            "sample": raw["id"].to_numpy(),
+            "prior_name": raw["generate"].to_numpy(),
+            "target_name": raw["real"].to_numpy(),
+            "prior": generate.map(id_of).to_numpy(),
+            "hit": (raw["generate"].str.lower() == real).to_numpy(),
+        }
+    )
+
+
+def sasrec_hit_at_1(
+    predictions: pd.DataFrame, n_boot: int = 1000, seed: int = 0
+) -> dict[str, float]:
+    """SASRec alone on the released test samples: HR@1 with its 95% bootstrap interval.
+
+    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
+
+    Args:
+        predictions: The third item of :func:`load_lastfm`.
+        n_boot: Bootstrap resamples (:func:`recagents.metrics.bootstrap_ci`).
+        seed: Seed of the resampling.
+
+    Returns:
+        ``{"hr@1", "low", "high", "n", "hits"}``.
+    """
+    hits = predictions["hit"].astype(float).to_numpy()
+    mean, low, high = bootstrap_ci(hits, n_boot=n_boot, seed=seed)
+    return {"hr@1": mean, "low": low, "high": high, "n": len(hits), "hits": int(hits.sum())}
+
+
+# --------------------------------------------------------------------------- named datasets
+
+
+def released_dataset(name: str) -> Dataset:
+    """The :class:`~recagents.data.Dataset` of a name in ``RELEASED_DATASETS``.
+
+    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
+    """
+    if name == "lastfm":
+        return load_lastfm()[0]
+    if name in RELEASED_DATASETS:
+        return load_cds(name.removeprefix("cds-"))[0]  # type: ignore[arg-type]
+    raise DatasetError(f"unknown released dataset {name!r}; known: {', '.join(RELEASED_DATASETS)}")
