@@ -219,7 +219,8 @@ def expectation(
     reference values passed in. Only ``why`` (one sentence on why ours and the paper's
     differ) is the author's, and it should name a cause, not a number.
 
-    Taught in: not shown in a notebook yet (used by tests/unit/test_notebook_expectation.py).
+    Taught in: notebook 01, section 5 "Ranking 1 + 9 candidates"; notebook 02 and 03 before
+        their main results.
 
     Args:
         label: What was measured, e.g. ``"NDCG@10 of AgentCF B+R"``.
@@ -269,7 +270,7 @@ def pick_profile(profiles: Mapping[str, Mapping[str, Any]], name: str) -> dict[s
     Every profile must have the same keys, so a parameter cannot silently fall back to a value
     that only one profile defines.
 
-    Taught in: not shown in a notebook yet (used by tests/unit/test_notebook_expectation.py).
+    Taught in: notebook 01, section 0 "Setup".
 
     Raises:
         ValueError: ``name`` is not a profile, or the profiles' keys differ.
@@ -287,7 +288,8 @@ def pick_profile(profiles: Mapping[str, Mapping[str, Any]], name: str) -> dict[s
 def show_source(function: Any) -> Any:
     """The source of a library function, shown in a notebook beside the cell that runs it.
 
-    Taught in: not shown in a notebook yet (used by tests/unit/test_notebook_expectation.py).
+    Taught in: notebook 01, section 3a "One training batch by hand"; notebook 02, section 1b
+        "One page by hand"; notebook 03, section 2c "One round by hand".
 
     Returns:
         ``IPython.display.Code`` of the function's source (Python highlighting).

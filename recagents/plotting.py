@@ -574,6 +574,12 @@ def _group_captions(rows: pd.DataFrame, x: str, group: Any, what: str, many: boo
     value = _all_equal(rows[[x, "low", "high"]].to_numpy(dtype=float))
     if many and len(rows) > 1 and value is not None:
         return [f"{prefix}all {len(rows)} {what} are {value:.3g} — no difference to show"]
+    same = rows[[x, "low", "high"]].round(9).drop_duplicates()
+    if len(rows) > 1 and len(same) == 1:  # every row the same estimate and interval
+        mean, low, high = same.iloc[0]
+        line = (f"{prefix}all {len(rows)} {what} identical, {mean:.3g} [{low:.3g}, {high:.3g}]"
+                " — no difference to show")  # fmt: skip
+        return [textwrap.fill(line, 56, subsequent_indent="  ")]
     lines = [prefix + line for line in _identical_rows(rows, x)]
     return [textwrap.fill(line, 56, subsequent_indent="  ") for line in lines]
 

@@ -31,7 +31,8 @@ PASS = object()
 class ScriptedClient:
     """Answers chat requests with ``policy(request)``; unanswered ones go to ``fallback``.
 
-    Taught in: not shown in a notebook yet (used by tests/unit/test_llm_scripted.py).
+    Taught in: notebook 02, section 10b "Demonstration (scripted agent)"; notebook 03, section 3b
+        "Demonstration (scripted user agent)".
 
     Args:
         policy: Returns the reply for one request: a JSON-able object when the request has a

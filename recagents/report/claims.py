@@ -126,6 +126,9 @@ class Claim:
         n_record: The record holding the sample size when ours does not carry an ``n``.
         activity: For ``no_amplification``: what each compared method achieved (e.g. their
             HR@1); when all are zero the methods did nothing and the claim is inconclusive.
+        datasets: The datasets (our names, as the notebook records ``dataset``) the paper's
+            value was measured on. A run on any other dataset is **not comparable**: a paper
+            value is compared only with ours on the same data (empty: not restricted).
     """
 
     id: str
@@ -146,6 +149,7 @@ class Claim:
     min_n: int | None = None
     n_record: str | None = None
     activity: tuple[RecordRef, ...] = ()
+    datasets: tuple[str, ...] = ()
 
     def record_refs(self) -> list[RecordRef]:
         """The records this claim reads (ours, then the comparison's)."""

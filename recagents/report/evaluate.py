@@ -257,7 +257,14 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
     verdict, reason = judged.verdict, judged.reason
     model = run.model if claim.llm else "no LLM"
     ours += _context(claim, run.records)
-    if claim.paper is None:
+    ran_on = str(run.records.get("dataset", ""))
+    if claim.paper is not None and claim.datasets and ran_on and ran_on not in claim.datasets:
+        reason = (
+            f"the paper's value is on {', '.join(claim.datasets)}; this run is on "
+            f"{ran_on}, where the paper reports none"
+        )
+        verdict = NOT_COMPARABLE
+    elif claim.paper is None:
         shown = _DEMONSTRATION.get(verdict, verdict)
         reason = f"{claim.no_paper or 'no paper number'}: {shown} ({reason})"
         verdict = NOT_COMPARABLE

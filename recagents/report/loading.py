@@ -90,6 +90,7 @@ _CLAIM = {
         "min_n": {"type": "integer", "minimum": 1},
         "n_record": _NAME,
         "activity": {"type": "array", "minItems": 1, "items": _RECORD_REF},
+        "datasets": {"type": "array", "minItems": 1, "items": _NAME},
     },
     "allOf": [
         # a 'contains' claim states the scale of its effect: a chance record or a tolerance
@@ -181,6 +182,8 @@ def _claim(entry: Mapping[str, Any]) -> Claim:
         fields["activity"] = tuple(RecordRef(**ref) for ref in fields["activity"])
     if "context" in fields:
         fields["context"] = tuple(fields["context"])
+    if "datasets" in fields:
+        fields["datasets"] = tuple(fields["datasets"])
     for name in ("threshold", "effect"):
         if name in fields:
             fields[name] = float(fields[name])

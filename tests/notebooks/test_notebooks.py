@@ -153,6 +153,17 @@ def test_01_agentcf(smoke_records):
     assert records["calls"] >= 3 * 5 + 5 * 3 + 6
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
     assert records["failed_calls"] <= records["calls"]
+    assert records["by_hand_equal"] is True, "the batch run by hand equals agentcf.train"
+    if os.environ.get("RECAGENTS_RELEASES_MIRROR"):  # the memory-quality experiment ran (CI)
+        assert records["memory/sample_users"] == 4
+        assert records["memory/first_descriptions_equal_unescaped"] is True
+        for key in ("untrained", "authors", "ours"):
+            _check_interval(records[f"memory/sample/{key}"], f"memory {key}")
+        for key in ("authors", "ours"):
+            diff, low, high = records[f"memory/sample/{key}/diff"]
+            assert -1.0 <= low <= diff <= high <= 1.0, f"memory {key} - untrained: {diff}"
+            assert records[f"memory/sample/{key}/n"] == 4
+        assert "memory/users_only/authors" not in records, "smoke profile: MEMORY_USERS is 0"
 
 
 def test_01_agentcf_runs_on_another_atomic_dataset(tiny_path):
@@ -191,6 +202,11 @@ def test_02_agent4rec(smoke_records):
     assert records["bubble_rounds"] == 2, "round 0 and one retrained round"
     assert all(isinstance(n, int) and n > 0 for n in records["problems"].values())
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
+    assert records["by_hand_equal"] is True, "the composed steps equal sim.simulate"
+    assert records["scripted_model"] == "scripted:browsing-agent", "labelled as scripted"
+    assert records["scripted_exit_page"] >= 3, "the scripted agent browses past page 2"
+    assert records["scripted_reflections"] >= 1, "the satisfaction reflection appears"
+    assert 1 <= records["scripted_satisfaction"] <= 10
 
 
 def test_03_afl(smoke_records):
@@ -214,6 +230,17 @@ def test_03_afl(smoke_records):
     if os.environ.get("RECAGENTS_RELEASES_MIRROR"):  # the released LastFM check ran (CI)
         assert records["lastfm_sasrec"]["n"] == 122, "AFL's fixed LastFM test samples"
         _check_interval(records["lastfm_sasrec"]["hr1"], "SASRec on the released LastFM")
+    # Section 2c: the loop composed by hand from the step functions equals feedback_loop.
+    assert records["by_hand_equal"] is True
+    # Section 3b: the scripted user agent (never an LLM result) keeps dialogues going.
+    assert records["scripted_model"].startswith("scripted:")
+    assert records["scripted_max_round"] >= 3
+    assert all(0 <= records[f"scripted_curve/{k}"] <= 1 for k in (1, 2, 3))
+    # Section 3c: AFL against the single agent pooled over the smoke profile's 2 seeds.
+    seeds = records["seeds"]
+    assert seeds["n_seeds"] == 2 == len(records["seeds_list"]) and seeds["n"] == 2 * 3
+    assert seeds["low"] <= seeds["diff"] <= seeds["high"]
+    assert records["on_paper_dataset"] is False, "ml-100k is not the paper's LastFM"
 
 
 def test_04_interecagent(smoke_records):

@@ -328,3 +328,17 @@ def test_agent4rec_figures_titles_rounds_and_scales():
         assert _notes(figure) == ["no edge with |weight| > 0.05"]
     finally:
         plt.close(figure)
+
+
+def test_interval_plot_names_rows_that_are_all_identical():
+    """Three memories giving the same estimate and interval: said under the axis."""
+    import pandas as pd
+
+    from recagents import plotting
+
+    summary = pd.DataFrame(
+        {"method": ["a", "b", "c"], "mean": [0.35] * 3, "low": [0.3] * 3, "high": [0.41] * 3}
+    )
+    fig = plotting.interval_plot(summary, xlabel="NDCG@10")
+    label = fig.axes[0].get_xlabel()
+    assert "all 3 methods identical, 0.35 [0.3, 0.41]" in label

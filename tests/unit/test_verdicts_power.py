@@ -202,3 +202,20 @@ def test_bad_power_fields_name_the_field(tmp_path, change, field, problem):
         loading.load_claims(path)
     message = str(error.value)
     assert f"claims[{index}]{field}:" in message and problem in message, message
+
+
+def test_a_paper_value_is_judged_only_on_the_same_dataset(tmp_path):
+    """AgentCF's B+R value is on Amazon CDs-dense: a MovieLens run is not comparable."""
+    values = [0.5405, 0.50, 0.58]
+    for dataset, comparable in (("ml-100k", False), ("cds-dense", True)):
+        records = {"model": "m", "dataset": dataset, "n_users": 100, "steps": 5,
+                   "ndcg@10/dense/AgentCF B+R": values,
+                   "ndcg@10/dense/Random": [0.2, 0.15, 0.25]}  # fmt: skip
+        write_executed(tmp_path / "01_agentcf.ipynb", records)
+        _, outcomes = evaluate_claims(tmp_path)
+        outcome = next(o for o in outcomes if o.claim.id == "agentcf-br-ndcg10")
+        if comparable:
+            assert outcome.verdict == REPRODUCED
+        else:
+            assert outcome.verdict == report.NOT_COMPARABLE
+            assert "on cds-dense; this run is on ml-100k" in outcome.reason

@@ -30,6 +30,11 @@ Modules, in the order a run uses them:
 - :mod:`~recagents.papers.afl.evaluate`: :func:`predictions`, :func:`hits_by_round`,
   :func:`hit_rate_table`, :func:`stop_counts`, :func:`simulation_metrics`,
   :func:`always_yes_metrics`, :func:`relative_gain`.
+- :mod:`~recagents.papers.afl.scripted`: :func:`scripted_user_client`, a scripted user agent
+  (accepts only the target, rejects with a genre reason) for demonstrations, never an LLM
+  result.
+- :mod:`~recagents.papers.afl.seeds`: :func:`paired_over_seeds`, AFL against the single agent
+  pooled over several seeds with a paired interval and detectable effect.
 - :mod:`~recagents.papers.afl.analysis`: :func:`chosen_items`, :func:`bias_measures`,
   :func:`bias_tests`, :func:`bias_figure`, :func:`rounds_curve_figure`,
   :func:`dialogue_trace`: what the notebook reports.
@@ -61,7 +66,7 @@ from recagents.papers.afl.evaluate import (
     simulation_metrics,
     stop_counts,
 )
-from recagents.papers.afl.loop import feedback_loop
+from recagents.papers.afl.loop import awaiting_verdict, feedback_loop, propose, user_verdicts
 from recagents.papers.afl.prompts import (
     RoundMemory,
     decision_schema,
@@ -73,6 +78,21 @@ from recagents.papers.afl.prompts import (
     user_loop_messages,
 )
 from recagents.papers.afl.samples import Sample, make_samples, recent_histories, tool_scores
+from recagents.papers.afl.scripted import (
+    genre_reason,
+    item_genres,
+    proposed_item,
+    scripted_demo_text,
+    scripted_user_client,
+    scripted_user_policy,
+)
+from recagents.papers.afl.seeds import (
+    SeedComparison,
+    paired_over_seeds,
+    paired_summary,
+    seeded_samples,
+    seeds_text,
+)
 from recagents.papers.afl.user_simulation import (
     UserSimSets,
     dialogue_memory,
@@ -85,6 +105,20 @@ from recagents.papers.afl.user_simulation import (
 
 __all__ = [
     "entry",
+    "SeedComparison",
+    "awaiting_verdict",
+    "genre_reason",
+    "item_genres",
+    "paired_over_seeds",
+    "paired_summary",
+    "propose",
+    "proposed_item",
+    "scripted_demo_text",
+    "scripted_user_client",
+    "scripted_user_policy",
+    "seeded_samples",
+    "seeds_text",
+    "user_verdicts",
     "STOPS",
     "AFLConfig",
     "RoundMemory",

@@ -170,6 +170,8 @@ def rounds_curve_figure(
     n_candidates: int = 20,
     paper: Mapping[str, float] | None = None,
     scale: tuple[float, float] | None = (0.0, 1.0),
+    label: str = "AFL (round limit)",
+    title: str = "HR@1 by round limit (95% CI)",
 ) -> Any:
     """HR@1 against the round limit, with intervals, and horizontal reference lines.
 
@@ -187,6 +189,8 @@ def rounds_curve_figure(
         n_candidates: Candidates per sample, for the axis label.
         paper: Label → the paper's HR@1, drawn as black reference lines.
         scale: The HR@1 axis range; None autoscales.
+        label: The curve's legend entry (say "scripted" for a scripted user agent).
+        title: The figure's title.
     """
     import matplotlib.pyplot as plt
 
@@ -196,7 +200,7 @@ def rounds_curve_figure(
     x = curve["limit"].to_numpy()
     y = curve["mean"].to_numpy()
     ax.errorbar(x, y, yerr=[y - curve["low"].to_numpy(), curve["high"].to_numpy() - y],
-                marker="o", capsize=4, label="AFL (round limit)")  # fmt: skip
+                marker="o", capsize=4, label=label)  # fmt: skip
     for k, (label, value) in enumerate((reference or {}).items()):
         ax.axhline(value, linestyle="--", color=f"C{k + 1}", label=label)
     paper_styles = ("--", ":", "-.")
@@ -211,7 +215,7 @@ def rounds_curve_figure(
     ax.set_xticks(x)
     ax.set_xlabel("maximum rounds (1 = single recommendation agent)")
     ax.set_ylabel(f"HR@1 over {n_candidates} candidates")
-    ax.set_title("HR@1 by round limit (95% CI)")
+    ax.set_title(title)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     return fig

@@ -90,7 +90,7 @@ def propose(
     its dialogue (``rounds``, as :func:`_memories` remembers them); the requests run as one
     batch, accounted in ``ctx`` as kind ``rec``.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
+    Taught in: notebook 03, section 2c "One round by hand" (composed by feedback_loop).
 
     Returns:
         One new row per sample, in order (not yet added to ``rounds``); a reply that names
@@ -136,7 +136,7 @@ def awaiting_verdict(
     A failed proposal ends its dialogue (``rec_failed``, the previous proposal stays the
     prediction); with a limit of 1 (the single recommendation agent) every proposal is final.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
+    Taught in: notebook 03, section 2c "One round by hand" (composed by feedback_loop).
     """
     waiting = []
     for sample, row in zip(samples, rows, strict=True):
@@ -166,7 +166,7 @@ def user_verdicts(
     the requests run as one batch, accounted in ``ctx`` as kind ``user``. The verdict is
     written into each proposal's row: the memory both agents read in the next round.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.feedback_loop).
+    Taught in: notebook 03, section 2c "One round by hand" (composed by feedback_loop).
 
     Returns:
         The samples whose dialogue goes on (rejected before the round limit).

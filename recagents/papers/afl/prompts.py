@@ -192,7 +192,7 @@ def user_loop_messages(
     focus list; with ``"score"`` (the paper's f_u) it sees the tool's raw score of the
     recommended item. With ``user_memory_in_loop`` it also sees the earlier rounds.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.user_verdicts).
+    Taught in: notebook 03, section 2c "One round by hand" (used by user_verdicts).
     """
     d = config.domain
     system = (

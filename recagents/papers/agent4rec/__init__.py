@@ -32,6 +32,8 @@ Modules, from the settings to the analyses:
 - :mod:`~recagents.papers.agent4rec.causal`: the per-item table, DirectLiNGAM, the graph.
 - :mod:`~recagents.papers.agent4rec.recorded`: the authors' recorded run (read only from a
   folder passed in or named by ``$RECAGENTS_AGENT4REC_RECORDED``) and its safe pickle loader.
+- :mod:`~recagents.papers.agent4rec.scripted`: a scripted browsing agent (a rule, not an
+  LLM) that keeps browsing, so later pages, retrieved memories and the reflection appear.
 - :mod:`~recagents.papers.agent4rec.simulate` and :mod:`~recagents.papers.agent4rec.analysis`:
   the two namespaces notebook 02 uses (``sim`` and ``analysis``): everything with an LLM, and
   everything computed from the logs without one.
@@ -95,6 +97,14 @@ from recagents.papers.agent4rec.recorded import (
     load_official_run,
     official_run_dir,
     parse_satisfaction,
+)
+from recagents.papers.agent4rec.scripted import (
+    SCRIPTED_NAME,
+    browsing_client,
+    browsing_policy,
+    exit_page_figure,
+    request_kind,
+    top_genres,
 )
 from recagents.papers.agent4rec.traits import (
     TRAIT_MEASURES,
@@ -163,4 +173,10 @@ __all__ = [
     "trait_behaviour",
     "trait_figure",
     "with_feedback",
+    "SCRIPTED_NAME",
+    "browsing_client",
+    "browsing_policy",
+    "exit_page_figure",
+    "request_kind",
+    "top_genres",
 ]

@@ -33,8 +33,17 @@ from recagents.papers.agent4rec.evaluate import (
     taste_probe_sets,
     with_feedback,
 )
+from recagents.papers.agent4rec.loop import (
+    Visit,
+    decide_exit,
+    interview,
+    reflect,
+    show_page,
+    simulate,
+    start_visit,
+    visit_frames,
+)
 from recagents.papers.agent4rec.loop import _recall as _recall
-from recagents.papers.agent4rec.loop import simulate
 from recagents.papers.agent4rec.prompts import (
     exit_messages,
     exit_schema,
@@ -48,6 +57,14 @@ from recagents.papers.agent4rec.prompts import (
     persona_text,
     reflection_messages,
     taste_schema,
+)
+from recagents.papers.agent4rec.scripted import (
+    SCRIPTED_NAME,
+    browsing_client,
+    browsing_policy,
+    exit_page_figure,
+    request_kind,
+    top_genres,
 )
 
 __all__ = [
@@ -80,4 +97,17 @@ __all__ = [
     "taste_probe",
     "taste_probe_sets",
     "taste_schema",
+    "SCRIPTED_NAME",
+    "Visit",
+    "browsing_client",
+    "browsing_policy",
+    "exit_page_figure",
+    "decide_exit",
+    "interview",
+    "reflect",
+    "request_kind",
+    "show_page",
+    "start_visit",
+    "top_genres",
+    "visit_frames",
 ]

@@ -28,6 +28,9 @@ Modules, in the order a run uses them:
 - :mod:`~recagents.papers.agentcf.analysis`: reading a run: :func:`forward_accuracy`, the
   user and item traces, :func:`paper_side_by_side` and :func:`learning_figure`.
 - :mod:`~recagents.papers.agentcf.pipeline`: :func:`run`, all of the above in one call.
+- :mod:`~recagents.papers.agentcf.released_agents`: the authors' released gpt-3.5 agents as an
+  :class:`AgentState` and :func:`memory_quality`: one ranker on the same candidates with
+  untrained, the authors' and our memories, so memory quality is measured apart from the ranker.
 
 The ranking contract (:func:`parse_ranking`, :func:`ranking_frame`, ...) and the call log
 (:class:`RunLog`, :func:`cost_table`) are shared by all papers and re-exported here from
@@ -44,12 +47,18 @@ from recagents.papers.agentcf.agents import (
     AgentState,
     apply_item_reflection,
     apply_user_reflection,
+    forward_choices,
     initial_item_memory,
     initial_state,
     initial_user_memory,
     item_titles,
+    pair_outcomes,
+    positive_first,
+    reflect_items,
+    reflect_users,
     reflecting_pairs,
     train,
+    train_batch,
     verbalised_history,
 )
 from recagents.papers.agentcf.analysis import (
@@ -58,6 +67,7 @@ from recagents.papers.agentcf.analysis import (
     item_trace,
     learning_figure,
     paper_side_by_side,
+    paper_values,
     user_trace,
 )
 from recagents.papers.agentcf.config import ABLATIONS, VARIANTS, AgentCFConfig
@@ -81,6 +91,18 @@ from recagents.papers.agentcf.prompts import (
     ranking_messages,
     user_reflection_messages,
     user_reflection_schema,
+)
+from recagents.papers.agentcf.released_agents import (
+    UNTRAINED,
+    MemoryQuality,
+    ReleasedAgents,
+    first_description_check,
+    fully_released_users,
+    memory_quality,
+    released_item_ids,
+    released_state,
+    released_subset,
+    restrict_subset,
 )
 from recagents.papers.agentcf.subsets import (
     RELEASED_SUBSETS,
@@ -121,6 +143,7 @@ __all__ = [
     "item_trace",
     "item_titles",
     "paper_side_by_side",
+    "paper_values",
     "user_trace",
     "PAPER_METHOD",
     "FAITHFUL_MISSING_RANK",
@@ -152,4 +175,20 @@ __all__ = [
     "user_reflection_messages",
     "user_reflection_schema",
     "verbalised_history",
+    "forward_choices",
+    "pair_outcomes",
+    "positive_first",
+    "reflect_items",
+    "reflect_users",
+    "train_batch",
+    "UNTRAINED",
+    "MemoryQuality",
+    "ReleasedAgents",
+    "first_description_check",
+    "fully_released_users",
+    "memory_quality",
+    "released_item_ids",
+    "released_state",
+    "released_subset",
+    "restrict_subset",
 ]

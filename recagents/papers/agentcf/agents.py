@@ -57,6 +57,7 @@ __all__ = [
     "reflect_users",
     "reflecting_pairs",
     "train",
+    "positive_first",
     "train_batch",
     "verbalised_history",
 ]
@@ -235,7 +236,11 @@ def _pair_texts(
     return (pos, neg, 1) if positive_first else (neg, pos, 2)
 
 
-def _positive_first(config: AgentCFConfig, rng: np.random.Generator) -> bool:
+def positive_first(config: AgentCFConfig, rng: np.random.Generator) -> bool:
+    """Whether a pair shows the real item first (``pair_order``; ``random`` draws from ``rng``).
+
+    Taught in: notebook 01, section 3a "One training batch by hand".
+    """
     if config.pair_order == "neg_first":
         return False
     if config.pair_order == "pos_first":
@@ -301,7 +306,7 @@ def train(
     for batch_id, batch in bar:
         rows = batch.to_dict("records")
         for row in rows:
-            row["positive_first"] = _positive_first(config, rng)
+            row["positive_first"] = positive_first(config, rng)
         train_batch(ctx, state, rows, int(batch_id), subset, titles, config, mode)
         if progress:
             forward = [
@@ -329,7 +334,7 @@ def train_batch(
     and items :func:`reflecting_pairs` selects (:func:`reflect_users`, :func:`reflect_items`).
     At the end every user of the batch saves its self-description as a long-term version.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train).
+    Taught in: notebook 01, section 3a "One training batch by hand".
 
     Args:
         ctx: Client, log and phase of the calls.
@@ -363,7 +368,7 @@ def reflecting_pairs(
     sides, right pairs on the item side only. ``no_user_agent`` drops the user side,
     ``no_item_agent`` the item side.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+    Taught in: notebook 01, section 3a "One training batch by hand".
 
     Returns:
         ``(user_side, item_side)``, each a sub-list of ``outcomes`` in order.
@@ -438,7 +443,7 @@ def pair_outcomes(
 ) -> list[dict[str, Any]]:
     """What a round starts from: per pair, the two lines shown and the user as it stands.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+    Taught in: notebook 01, section 3a "One training batch by hand".
 
     Returns:
         One outcome per row: the row, ``first``, ``second``, ``preferred`` (1 or 2),
@@ -475,7 +480,7 @@ def forward_choices(
     The requests run as one batch (kind ``forward``); each choice is written into its
     outcome and logged as a ``forward`` event stamped with ``where`` (batch and round).
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+    Taught in: notebook 01, section 3a "One training batch by hand".
 
     Returns:
         The outcomes whose reply named an option, in order (the others reflect on nothing).
@@ -541,7 +546,7 @@ def reflect_users(
     memory and the outcome's ``user_text`` (which the item reflections then read); every
     memory before and after is logged as an event stamped with ``where``.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+    Taught in: notebook 01, section 3a "One training batch by hand".
     """
     if not outcomes:
         return
@@ -586,7 +591,7 @@ def reflect_items(
     One request per outcome (kind ``item_reflection``) holding both items' rewrites; what is
     stored follows :func:`apply_item_reflection`; each item's before and after is logged.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train_batch).
+    Taught in: notebook 01, section 3a "One training batch by hand".
     """
     if not outcomes:
         return

@@ -1,0 +1,235 @@
+"""A scripted Agent4Rec user agent: a rule, not an LLM, so the whole page loop can be seen.
+
+Why: with the embedded 135M model every agent leaves on page 1 with satisfaction 1, so the
+later pages, the retrieved memories and the satisfaction reflection never appear. The
+policy here plays the *agent* role deterministically (watch the items whose genres match the
+user's top genres, rate them by a simple rule, keep browsing until ``exit_after``, score the
+interview from what it liked) and runs through the paper's own loop
+(:func:`recagents.papers.agent4rec.loop.simulate`) unchanged. Its results are named
+``scripted:browsing-agent`` and are never an LLM result.
+
+The request kind is read from the request's JSON schema (the property each step's schema
+requires: ``items`` for a page, ``decision`` for an exit, ``sentence`` for a reflection,
+``satisfaction`` for an interview); anything else (personas, the taste probe) is passed on
+to the fallback client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from recagents.columns import ITEM, RATING, USER
+from recagents.llm.client import ChatRequest
+from recagents.llm.scripted import PASS, ScriptedClient
+
+__all__ = [
+    "SCRIPTED_NAME",
+    "browsing_client",
+    "browsing_policy",
+    "exit_page_figure",
+    "request_kind",
+    "top_genres",
+]
+
+#: The name of the scripted agent (its client's model is ``scripted:<name>``).
+SCRIPTED_NAME = "browsing-agent"
+
+#: The required property that tells each step's schema apart, and the step it belongs to.
+_KINDS = {
+    "items": "page",
+    "decision": "exit",
+    "sentence": "reflection",
+    "satisfaction": "interview",
+}
+
+_LISTED = re.compile(r"^(\d+)\. (.*)$", re.MULTILINE)
+_PAGE = re.compile(r"page (\d+)", re.IGNORECASE)
+_RATED = re.compile(r"\(rated (\d)\)")
+
+
+def request_kind(request: ChatRequest) -> str | None:
+    """The Agent4Rec step a request belongs to (``page``, ``exit``, ...), or ``None``.
+
+    Read from the schema's required properties, which every step's builder fixes, not from
+    the prompt's wording (which may change).
+
+    Taught in: notebook 02, section "Demonstration (scripted agent)".
+    """
+    schema = request.schema or {}
+    for prop in schema.get("required", ()):
+        if prop in _KINDS:
+            return _KINDS[prop]
+    return None
+
+
+def top_genres(
+    train: pd.DataFrame, item_genres: pd.Series, k: int = 3, positive_above: float = 3.0
+) -> dict[str, set[str]]:
+    """Each user's ``k`` most frequent genres among the items it rated above ``positive_above``.
+
+    Taught in: notebook 02, section "Demonstration (scripted agent)".
+
+    Args:
+        train: ``[user_id, item_id, rating]`` training ratings.
+        item_genres: Genres (a sequence of names) by item id.
+        k: Genres kept per user.
+        positive_above: A rating above this counts as liked.
+    """
+    liked = train[train[RATING] > positive_above]
+    out: dict[str, set[str]] = {}
+    for user, items in liked.groupby(USER)[ITEM]:
+        counts = Counter(g for i in items if i in item_genres.index for g in item_genres[i])
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        out[str(user)] = {g for g, _ in ranked[:k]}
+    return out
+
+
+def _genres_of(line: str) -> set[str]:
+    """The genres of an item line (its last ``;``-separated field, comma-separated)."""
+    return {g.strip() for g in line.rsplit("; ", 1)[-1].split(",") if g.strip()}
+
+
+def _text(request: ChatRequest, role: str) -> str:
+    return "\n".join(m["content"] for m in request.messages if m.get("role") == role)
+
+
+def _recalled(system: str) -> int:
+    """How many memories were retrieved into a prompt (the lines of its memory section)."""
+    _, found, rest = system.partition("What you remember of this visit:\n")
+    return sum(line.startswith("- ") for line in rest.splitlines()) if found else 0
+
+
+def _ratings_in(text: str) -> list[int]:
+    return [int(r) for r in _RATED.findall(text)]
+
+
+def browsing_policy(genres: dict[str, set[str]], exit_after: int = 3) -> Any:
+    """The scripted agent's policy: one reply per request, built to the request's schema.
+
+    * **page**: watch an item when its genres share one with the user's top genres; rate it
+      5 when they share two or more, else 4; a skipped item gets rating 1 and no feeling.
+    * **exit**: turn the page before page ``exit_after``, leave on it; the reason says how
+      many memories were retrieved into the prompt (so their use is visible).
+    * **reflection**: satisfied when the recalled memories hold a liked (4+) rating.
+    * **interview**: satisfaction ``1 + min(9, liked)``, the liked (4+) ratings in its memory.
+
+    Taught in: notebook 02, section "Demonstration (scripted agent)".
+
+    Args:
+        genres: Top genres by user id (the request's tag), e.g. from :func:`top_genres`.
+        exit_after: The page on which the agent leaves.
+
+    Returns:
+        A function ``request -> reply`` (or :data:`~recagents.llm.scripted.PASS`).
+    """
+
+    def policy(request: ChatRequest) -> Any:
+        kind = request_kind(request)
+        system, user = _text(request, "system"), _text(request, "user")
+        recalled = _recalled(system)
+        if kind == "page":
+            mine = genres.get(request.tag, set())
+            items = []
+            for _, line in _LISTED.findall(user):
+                shared = _genres_of(line) & mine
+                if shared:
+                    feeling = f"I like {', '.join(sorted(shared))} and this is one."
+                    items.append(
+                        {"aligned": True, "watch": True, "rating": 5 if len(shared) > 1 else 4,
+                         "feeling": feeling}
+                    )  # fmt: skip
+                else:
+                    items.append({"aligned": False, "watch": False, "rating": 1, "feeling": ""})
+            return {"items": items}
+        if kind == "exit":
+            found = _PAGE.search(user)
+            page = int(found.group(1)) if found else 1
+            leave = page >= exit_after
+            return {
+                "feeling": "positive",
+                "decision": "exit" if leave else "next",
+                "reason": (
+                    f"Scripted: page {page} of {exit_after}; "
+                    f"{recalled} memories recalled into this prompt."
+                ),
+            }
+        if kind == "reflection":
+            liked = [r for r in _ratings_in(user) if r >= 4]
+            if liked:
+                sentence = f"I am satisfied: I watched {len(liked)} I liked so far."
+            else:
+                sentence = "I am unsatisfied: nothing I watched so far matched my taste."
+            return {"sentence": sentence}
+        if kind == "interview":
+            liked = sum(r >= 4 for r in _ratings_in(system))
+            score = 1 + min(9, liked)
+            return {"satisfaction": score, "reason": f"Scripted: I liked {liked} items."}
+        return PASS
+
+    return policy
+
+
+def browsing_client(
+    genres: dict[str, set[str]], exit_after: int = 3, fallback: Any | None = None
+) -> ScriptedClient:
+    """A :class:`~recagents.llm.scripted.ScriptedClient` playing the browsing agent.
+
+    Taught in: notebook 02, section "Demonstration (scripted agent)".
+
+    Args:
+        genres: Top genres by user id (:func:`top_genres`).
+        exit_after: The page on which every agent leaves.
+        fallback: The client for requests that are not a step of the page loop.
+    """
+    return ScriptedClient(browsing_policy(genres, exit_after), SCRIPTED_NAME, fallback)
+
+
+def exit_page_figure(
+    runs: dict[str, pd.DataFrame],
+    recorded: pd.DataFrame | None = None,
+    max_pages: int = 5,
+    recorded_label: str = "recorded run",
+) -> Any:
+    """Share of agents by exit page, one bar group per run, the recorded run on the same axes.
+
+    Taught in: notebook 02, section "Demonstration (scripted agent)".
+
+    Args:
+        runs: Sessions frames (with ``exit_page``) by label; label them as what they are.
+        recorded: The recorded run's sessions, drawn beside ours when given.
+        max_pages: The last page on the axis.
+        recorded_label: The legend's name of the recorded run.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from recagents.plotting import integer_axis, reference_line
+
+    series = dict(runs)
+    if recorded is not None:
+        series[recorded_label] = recorded
+    pages = np.arange(1, max_pages + 1)
+    width = 0.8 / max(1, len(series))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for k, (label, sessions) in enumerate(series.items()):
+        counts = sessions["exit_page"].value_counts(normalize=True).reindex(pages, fill_value=0)
+        mean = float(sessions["exit_page"].mean())
+        style = "recorded" if recorded is not None and label == recorded_label else None
+        ax.bar(pages + (k - (len(series) - 1) / 2) * width, counts.to_numpy(), width,
+               label=f"{label} (n={len(sessions)}, mean {mean:.2f})")  # fmt: skip
+        if style:
+            reference_line(ax, mean, "recorded mean exit page", "recorded", axis="x")
+    integer_axis(ax, "x")
+    ax.set_ylim(0, 1.05)
+    ax.set(
+        xlabel="exit page",
+        ylabel="share of agents",
+        title="Where the agents left: share of agents by exit page",
+    )
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    fig.tight_layout()
+    return fig

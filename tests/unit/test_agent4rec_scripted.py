@@ -1,0 +1,151 @@
+"""Tests for recagents.papers.agent4rec.scripted: the scripted browsing agent, no LLM.
+
+The scripted client answers every step of the real page loop (``simulate``), so these tests
+check that an agent browses past page 2, that memories are retrieved into later prompts, that
+the satisfaction reflection is written, and that every reply matches its request's schema.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import ITEM, RATING, USER
+from recagents.llm.client import ChatRequest
+from recagents.llm.runlog import RunLog
+from recagents.llm.scripted import PASS
+from recagents.papers.agent4rec.scripted import (
+    browsing_client,
+    browsing_policy,
+    request_kind,
+    top_genres,
+)
+from recagents.papers.agent4rec.simulate import (
+    Agent,
+    Agent4RecConfig,
+    exit_schema,
+    interview_schema,
+    page_schema,
+    persona_schema,
+    simulate,
+)
+
+SENTENCES = {
+    t: {k: f"<{t}-{k}>" for k in (1, 2, 3)} for t in ("activity", "conformity", "diversity")
+}
+GENRES = ["Comedy", "Drama", "Horror", "Western"]
+
+
+def _embed(texts):
+    """Deterministic toy embedding: word counts over a small vocabulary, unit length."""
+    vocab = ["comedy", "drama", "horror", "western", "page", "watched"]
+    v = np.array([[t.lower().replace(",", " ").split().count(w) for w in vocab] for t in texts])
+    v = v.astype(float) + 1e-3
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _world(n_items: int = 20):
+    """One agent who likes comedies; 20 items cycling through four genres; a ranked list."""
+    lines = {
+        f"i{k}": f"Item {k} (1990); rated 3.50 on average; {GENRES[k % 4]}" for k in range(n_items)
+    }
+    agents = {"u1": Agent("u1", {"activity": 2, "conformity": 2, "diversity": 2}, "My tastes")}
+    ranked = pd.DataFrame({USER: "u1", ITEM: list(lines), "rank": range(1, n_items + 1)})
+    return agents, ranked, lines
+
+
+def _run(exit_after: int = 3, log: RunLog | None = None):
+    agents, ranked, lines = _world()
+    client = browsing_client({"u1": {"Comedy"}}, exit_after=exit_after)
+    shown, sessions = simulate(
+        agents, ranked, lines, SENTENCES, "R", Agent4RecConfig(), client, log or RunLog(), _embed
+    )
+    return agents, client, shown, sessions
+
+
+def test_request_kind_is_read_from_the_schema():
+    def kind(schema):
+        return request_kind(ChatRequest(messages=[], schema=schema))
+
+    assert kind(page_schema(4)) == "page"
+    assert kind(exit_schema()) == "exit"
+    assert kind(interview_schema()) == "interview"
+    assert kind({"type": "object", "required": ["sentence"]}) == "reflection"
+    assert kind(persona_schema()) is None
+    assert kind(None) is None
+
+
+def test_requests_that_are_not_a_loop_step_are_passed_on():
+    policy = browsing_policy({})
+    assert policy(ChatRequest(messages=[], schema=persona_schema())) is PASS
+
+
+def test_top_genres_counts_liked_items_only():
+    train = pd.DataFrame(
+        {USER: ["u1"] * 4, ITEM: ["a", "b", "c", "d"], RATING: [5.0, 4.0, 4.0, 1.0]}
+    )
+    genres = pd.Series({"a": ["Drama"], "b": ["Drama", "Comedy"], "c": ["Comedy"], "d": ["Horror"]})
+    assert top_genres(train, genres, k=1) == {"u1": {"Comedy"}}  # ties broken by name
+    assert top_genres(train, genres, k=5) == {"u1": {"Comedy", "Drama"}}
+
+
+def test_the_scripted_agent_browses_past_page_two_and_leaves_on_page_three():
+    log = RunLog()
+    _, client, shown, sessions = _run(exit_after=3, log=log)
+    assert sessions["exit_page"].tolist() == [3] and sessions["exited"].tolist() == [True]
+    assert sorted(shown["page"].unique()) == [1, 2, 3]
+    watched = shown[shown["watched"]]
+    assert len(watched) == 3, "one comedy per page of four"
+    assert set(watched[ITEM]) == {"i0", "i4", "i8"}
+    assert watched["rating"].tolist() == [4.0, 4.0, 4.0]
+    assert sessions["satisfaction"].tolist() == [4.0], "1 + three liked items"
+    assert client.usage.invalid_outputs == 0 and not log.problems
+    assert client.model == "scripted:browsing-agent"
+
+
+def test_memories_are_retrieved_and_the_reflection_is_written():
+    agents, _, _, _ = _run(exit_after=3)
+    memory = agents["u1"].memory
+    reflections = [m for m in memory if m.startswith("I am satisfied")]
+    assert len(reflections) == 1, "reflect_after=(2, 4): once, after page 2"
+    assert memory.index(reflections[0]) == 4, "after the four memories of pages 1 and 2"
+    assert memory[-1].endswith("I decided to leave.")
+
+
+def test_later_prompts_carry_recalled_memories():
+    agents, ranked, lines = _world()
+    seen = []
+    inner = browsing_policy({"u1": {"Comedy"}}, exit_after=4)
+
+    def spy(request):
+        reply = inner(request)
+        if request_kind(request) == "exit":
+            seen.append(reply["reason"])
+        return reply
+
+    from recagents.llm.scripted import ScriptedClient
+
+    client = ScriptedClient(spy, "spy")
+    config = Agent4RecConfig(memory_top_k=3)
+    simulate(agents, ranked, lines, SENTENCES, "R", config, client, RunLog(), _embed)
+    assert len(seen) == 4
+    counts = [int(r.split("; ")[1].split()[0]) for r in seen]
+    assert counts[0] == 2 and counts[1:] == [3, 3, 3], "memory_top_k caps the recalled memories"
+
+
+def test_exit_page_figure_draws_every_run_and_the_recorded_mean():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from recagents.papers.agent4rec.scripted import exit_page_figure
+
+    ours = pd.DataFrame({"exit_page": [3, 3]})
+    recorded = pd.DataFrame({"exit_page": [1, 5, 3, 4]})
+    fig = exit_page_figure({"scripted": ours}, recorded=recorded, max_pages=5)
+    ax = fig.axes[0]
+    assert len(ax.containers) == 2, "one bar group per run"
+    assert [line.get_gid() for line in ax.lines] == ["reference:recorded"]
+    assert ax.lines[0].get_xdata()[0] == 3.25
+    plt.close(fig)
