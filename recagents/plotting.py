@@ -537,7 +537,7 @@ def interval_plot(
         positions = np.array([methods.index(m) for m in rows.index]) + offset
         errors = np.vstack([rows[x] - rows["low"], rows["high"] - rows[x]])
         ax.errorbar(rows[x], positions, xerr=errors, fmt="o", color=color, capsize=3, label=group)
-        captions += _group_captions(rows, x, group, f"{y}s", many=len(groups) > 1)
+        captions += _group_captions(rows, x, group, _plural(y), many=len(groups) > 1)
     panel_note = None
     ax.set_yticks(range(len(methods)), methods)
     ax.invert_yaxis()
@@ -550,7 +550,7 @@ def interval_plot(
     if note:
         values = summary[[x, "low", "high"]].to_numpy(dtype=float)
         panel_note = note_if_degenerate(
-            ax, values, f"{y}s", axis="x", scale=scale, include=drawn, count=len(summary)
+            ax, values, _plural(y), axis="x", scale=scale, include=drawn, count=len(summary)
         )
     label = xlabel or x
     if note and captions and panel_note is None:
@@ -564,6 +564,11 @@ def interval_plot(
         ax.legend(title=hue, loc="best")
     fig.tight_layout()
     return fig
+
+
+def _plural(noun: str) -> str:
+    """``"method"`` -> ``"methods"``; a name already plural (``"memories"``) is kept."""
+    return noun if noun.endswith("s") else f"{noun}s"
 
 
 def _group_captions(rows: pd.DataFrame, x: str, group: Any, what: str, many: bool) -> list[str]:

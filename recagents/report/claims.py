@@ -126,6 +126,8 @@ class Claim:
         n_record: The record holding the sample size when ours does not carry an ``n``.
         activity: For ``no_amplification``: what each compared method achieved (e.g. their
             HR@1); when all are zero the methods did nothing and the claim is inconclusive.
+        model: Who produced our value when it is not the notebook's model (e.g. the authors'
+            recorded gpt-3.5 run that the notebook analyses); shown in the row instead.
         datasets: The datasets (our names, as the notebook records ``dataset``) the paper's
             value was measured on. A run on any other dataset is **not comparable**: a paper
             value is compared only with ours on the same data (empty: not restricted).
@@ -150,6 +152,7 @@ class Claim:
     n_record: str | None = None
     activity: tuple[RecordRef, ...] = ()
     datasets: tuple[str, ...] = ()
+    model: str = ""
 
     def record_refs(self) -> list[RecordRef]:
         """The records this claim reads (ours, then the comparison's)."""

@@ -255,7 +255,7 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
         return Outcome(claim, paper, "—", NOT_COMPARABLE, str(error), run.model, run.profile)
     judged = judge_sample_size(judged, n, claim.min_n)
     verdict, reason = judged.verdict, judged.reason
-    model = run.model if claim.llm else "no LLM"
+    model = claim.model or (run.model if claim.llm else "no LLM")
     ours += _context(claim, run.records)
     ran_on = str(run.records.get("dataset", ""))
     if claim.paper is not None and claim.datasets and ran_on and ran_on not in claim.datasets:
@@ -268,7 +268,12 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
         shown = _DEMONSTRATION.get(verdict, verdict)
         reason = f"{claim.no_paper or 'no paper number'}: {shown} ({reason})"
         verdict = NOT_COMPARABLE
-    elif verdict == NOT_REPRODUCED and claim.llm and run.model == _embedded_model():
+    elif (
+        verdict == NOT_REPRODUCED
+        and claim.llm
+        and not claim.model
+        and run.model == _embedded_model()
+    ):
         reason += f"; the embedded {run.model} answers near chance (see the caveats)"
     power = (n, judged.detectable, judged.effect)
     return Outcome(claim, paper, ours, verdict, reason, model, run.profile, *power)

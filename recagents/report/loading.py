@@ -91,6 +91,7 @@ _CLAIM = {
         "n_record": _NAME,
         "activity": {"type": "array", "minItems": 1, "items": _RECORD_REF},
         "datasets": {"type": "array", "minItems": 1, "items": _NAME},
+        "model": _NAME,
     },
     "allOf": [
         # a 'contains' claim states the scale of its effect: a chance record or a tolerance

@@ -207,6 +207,11 @@ def test_02_agent4rec(smoke_records):
     assert records["scripted_exit_page"] >= 3, "the scripted agent browses past page 2"
     assert records["scripted_reflections"] >= 1, "the satisfaction reflection appears"
     assert 1 <= records["scripted_satisfaction"] <= 10
+    if os.environ.get("RECAGENTS_AGENT4REC_RECORDED"):  # the authors' recorded run (CI)
+        assert records["recorded/n_agents"] == 1000
+        p_view = records["recorded/LightGCN/p_view"]
+        assert p_view[1] <= 0.4932 <= p_view[2], "our analysis of their records: metrics.txt"
+        assert records["recorded/LightGCN/exit_page"][0] == 3.234
 
 
 def test_03_afl(smoke_records):

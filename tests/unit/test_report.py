@@ -76,10 +76,13 @@ def write_executed(
     return path
 
 
-def _ira_records(hit: list[float], model: str = "my-model", n: int = 60) -> dict[str, Any]:
+def _ira_records(
+    hit: list[float], model: str = "my-model", n: int = 60, dataset: str = "ml-latest"
+) -> dict[str, Any]:
+    """A constructed InteRecAgent run on the paper's own data (its claims name ml-latest)."""
     return {
         "profile": "default",
-        "dataset": "ml-100k",
+        "dataset": dataset,
         "model": model,
         "n_sessions": n,
         "max_turns": 5,
@@ -288,6 +291,16 @@ def test_markdown_names_the_source_the_model_and_the_verdict(tmp_path):
     assert "Hits are judged by item id" in text  # the notebook's deviations
     summary = text.split("## Summary", 1)[1].split("## Across the papers", 1)[0]
     assert summary.count("\n| ") == len(CLAIMS) + 1  # header + one row per claim
+
+
+def test_a_run_on_other_data_than_the_papers_is_not_comparable(tmp_path):
+    build = tmp_path / "build"
+    write_executed(
+        build / "04_interecagent.ipynb", _ira_records([0.6, 0.5, 0.7], dataset="ml-100k")
+    )
+    outcome = _outcomes_by_id(build)["ira-hit-fuzzy"]
+    assert outcome.verdict == report.NOT_COMPARABLE
+    assert "on ml-10m, ml-latest; this run is on ml-100k" in outcome.reason
 
 
 def test_embedded_model_near_chance_is_not_reproduced_with_the_reason(tmp_path):
