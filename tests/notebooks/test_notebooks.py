@@ -154,6 +154,9 @@ def test_01_agentcf(smoke_records):
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
     assert records["failed_calls"] <= records["calls"]
     assert records["by_hand_equal"] is True, "the batch run by hand equals agentcf.train"
+    assert records["seeds/n_seeds"] == 2 and records["seeds/n"] == 6, "2 seeds x 3 users"
+    diff, low, high = records["seeds/B+R-B"]
+    assert -1.0 <= low <= diff <= high <= 1.0
     if os.environ.get("RECAGENTS_RELEASES_MIRROR"):  # the memory-quality experiment ran (CI)
         assert records["memory/sample_users"] == 4
         assert records["memory/first_descriptions_equal_unescaped"] is True

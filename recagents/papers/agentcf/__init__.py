@@ -31,6 +31,8 @@ Modules, in the order a run uses them:
 - :mod:`~recagents.papers.agentcf.released_agents`: the authors' released gpt-3.5 agents as an
   :class:`AgentState` and :func:`memory_quality`: one ranker on the same candidates with
   untrained, the authors' and our memories, so memory quality is measured apart from the ranker.
+- :mod:`~recagents.papers.agentcf.seeds`: :func:`variants_over_seeds`, B+R against B over
+  several seeds, paired user by user and pooled.
 
 The ranking contract (:func:`parse_ranking`, :func:`ranking_frame`, ...) and the call log
 (:class:`RunLog`, :func:`cost_table`) are shared by all papers and re-exported here from
@@ -104,6 +106,7 @@ from recagents.papers.agentcf.released_agents import (
     released_subset,
     restrict_subset,
 )
+from recagents.papers.agentcf.seeds import VariantSeedComparison, variants_over_seeds
 from recagents.papers.agentcf.subsets import (
     RELEASED_SUBSETS,
     Subset,
@@ -191,4 +194,6 @@ __all__ = [
     "released_state",
     "released_subset",
     "restrict_subset",
+    "VariantSeedComparison",
+    "variants_over_seeds",
 ]

@@ -1,0 +1,106 @@
+"""AgentCF B+R against B over several seeds: a pooled paired comparison.
+
+Why: the paper's claim that retrieval (B+R) helps over the self-description alone (B) is a
+difference of a few NDCG points, far below what one small sample of users can show. Each seed
+draws other users (:func:`~recagents.papers.agentcf.subsets.make_subset`) and other
+candidates, trains them, and ranks the *same* candidates with both variants, so the two are
+paired user by user; the differences of all seeds are pooled into one mean with a paired
+bootstrap interval and the paired minimum detectable effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import ITEM, LABEL, USER
+from recagents.data import Dataset
+from recagents.metrics import paired_bootstrap, paired_min_detectable_effect, ranking_metrics
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.pipeline import run
+from recagents.papers.agentcf.subsets import make_subset, subset_candidates
+
+__all__ = ["VariantSeedComparison", "variants_over_seeds"]
+
+
+@dataclass(frozen=True)
+class VariantSeedComparison:
+    """One variant against another over seeds, paired user by user.
+
+    Attributes:
+        per_user: ``[seed, user_id, <base>, <better>, diff]`` (the metric per variant).
+        per_seed: ``[seed, n, <base>, <better>, diff]``, the means of each seed.
+        summary: One row: ``better, base, metric, diff, low, high, p_value, n, n_seeds, mde``
+            (``mde`` is NaN when every user's difference is the same, e.g. all zero).
+    """
+
+    per_user: pd.DataFrame
+    per_seed: pd.DataFrame
+    summary: pd.DataFrame
+
+
+def variants_over_seeds(
+    dataset: Dataset,
+    kind: Literal["dense", "sparse"],
+    n_users: int,
+    seeds: Sequence[int],
+    config: AgentCFConfig,
+    client: Any,
+    better: str = "B+R",
+    base: str = "B",
+    pool: Literal["subset", "dataset"] = "subset",
+    metric: str = "ndcg@10",
+    n_boot: int = 1000,
+) -> VariantSeedComparison:
+    """Train and rank on each seed's users; pool ``better - base`` per user over the seeds.
+
+    Taught in: notebook 01, section 5c "Several seeds: does B+R beat B?".
+
+    Raises:
+        ValueError: No seeds, or a repeated seed (it would count the same users twice).
+    """
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
+    frames = []
+    for seed in seeds:
+        subset = make_subset(dataset, kind, n_users, config.n_targets, seed=seed)
+        candidates = subset_candidates(subset, dataset, 9, seed=seed, pool=pool)
+        result = run(dataset, subset, candidates, config, (base, better), client, progress=False)
+        truth = candidates[candidates[LABEL] == 1][[USER, ITEM]]
+        scores = {
+            variant: ranking_metrics(result.rankings[variant].ranked, truth, ks=(1, 5, 10))
+            .set_index(USER)[metric]
+            for variant in (base, better)
+        }  # fmt: skip
+        frame = pd.DataFrame(scores).reset_index().assign(seed=seed)
+        frames.append(frame)
+    per_user = pd.concat(frames, ignore_index=True)
+    per_user["diff"] = per_user[better] - per_user[base]
+    per_user = per_user[["seed", USER, base, better, "diff"]]
+    per_seed = per_user.groupby("seed", sort=False).agg(
+        n=(USER, "size"), **{base: (base, "mean"), better: (better, "mean")}, diff=("diff", "mean")
+    )
+    a, b = per_user[better].to_numpy(), per_user[base].to_numpy()
+    paired = paired_bootstrap(a, b, n_boot=n_boot, seed=int(seeds[0]))
+    no_spread = np.ptp(a - b) == 0
+    summary = pd.DataFrame(
+        [
+            {
+                "better": better,
+                "base": base,
+                "metric": metric,
+                "diff": paired.diff,
+                "low": paired.low,
+                "high": paired.high,
+                "p_value": paired.p_value,
+                "n": len(per_user),
+                "n_seeds": len(seeds),
+                "mde": float("nan") if no_spread else paired_min_detectable_effect(a, b),
+            }
+        ]
+    )
+    return VariantSeedComparison(per_user, per_seed.reset_index(), summary)
