@@ -36,12 +36,12 @@ $(STAMP): pyproject.toml $(RUNTIME_BUILD)
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-reproduce: $(BUILT)  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, build/html/
+reproduce: $(BUILT)  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, docs/
 	$(MAKE) --no-print-directory report
 
-report: $(STAMP)  ## REPRODUCTION.md and build/html/ from the notebooks already executed in build/
+report: $(STAMP)  ## REPRODUCTION.md and the HTML pages in docs/ from the notebooks executed in build/
 	$(BIN)/python -m recagents.report reproduction --build build --profile default --out REPRODUCTION.md
-	$(BIN)/python -m recagents.report html --build build --figures figures --out build/html
+	$(BIN)/python -m recagents.report html --build build --figures figures --out docs
 
 build/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	@mkdir -p build

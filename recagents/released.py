@@ -19,6 +19,7 @@ mirror only when ``RECAGENTS_RELEASES_MIRROR`` names it) and every pickle throug
 from __future__ import annotations
 
 import html
+import random
 from pathlib import Path
 from typing import Literal
 
@@ -35,10 +36,13 @@ from recagents.released_pickles import TORCH_AS_NUMPY, load_frame, load_npy_obje
 __all__ = [
     "AFL_RELEASE",
     "AGENTCF_RELEASE",
+    "LASTFM_CANDIDATES",
     "LASTFM_PADDING",
+    "LASTFM_SEED",
     "cds_item_memory_versions",
     "cds_user_memories",
     "load_cds",
+    "lastfm_candidates",
     "load_lastfm",
     "released_dataset",
     "sasrec_hit_at_1",
@@ -49,6 +53,9 @@ AGENTCF_RELEASE = "agentcf-cds"
 AFL_RELEASE = "afl-lastfm"
 #: The item id LLaRA's LastFM frames pad short sequences with (AFL's ``padding_item_id``).
 LASTFM_PADDING = 4606
+#: The seed and list size of AFL's released LastFM evaluation (``scripts/evaluate_rec.sh``).
+LASTFM_SEED = 303
+LASTFM_CANDIDATES = 20
 #: AFL's loader keeps samples whose ``len_seq`` is at least this.
 LASTFM_MIN_LENGTH = 3
 #: The category the paper's loader gives a CD whose category field is empty.
@@ -335,6 +342,42 @@ def _sasrec_predictions(names: pd.Series, samples: pd.DataFrame) -> pd.DataFrame
             "hit": (raw["generate"].str.lower() == real).to_numpy(),
         }
     )
+
+
+def lastfm_candidates(
+    samples: pd.DataFrame, seed: int = LASTFM_SEED, n_candidates: int = LASTFM_CANDIDATES
+) -> pd.DataFrame:
+    """The candidate lists of AFL's released LastFM evaluation, drawn again as its code draws.
+
+    The lists themselves were not released, but the procedure was: AFL's ``evaluate_rec.py``
+    seeds Python's ``random`` with 303, then, sample by sample in order, draws
+    ``n_candidates - 1`` negatives with ``random.sample`` from the artists of ``id2name.txt``
+    (file order) outside the history and the target, appends the target and shuffles. The
+    same draws from the same generator give the same lists. The check: SASRec's released
+    pick, which the authors' tool chose *from* its list, lies in every list drawn here
+    (notebook 03 counts it; 122 of 122).
+
+    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
+
+    Args:
+        samples: :func:`load_lastfm`'s samples, in their order (``sample``, ``user_id``,
+            ``history``, ``target``).
+        seed: The seed of the released script.
+        n_candidates: List size, the target included.
+
+    Returns:
+        ``[sample, user_id, item_id, position]``: each list in display order.
+    """
+    order = list(_artist_names().index)
+    draw = random.Random(seed)  # the same generator as random.seed(seed) + random.sample
+    rows = []
+    for sample in samples.itertuples(index=False):
+        seen = set(sample.history) | {sample.target}
+        pool = [item for item in order if item not in seen]
+        shown = draw.sample(pool, n_candidates - 1) + [sample.target]
+        draw.shuffle(shown)
+        rows += [(sample.sample, sample.user_id, item, k) for k, item in enumerate(shown)]
+    return pd.DataFrame(rows, columns=["sample", USER, ITEM, "position"])
 
 
 def sasrec_hit_at_1(

@@ -30,6 +30,8 @@ the report):
   the claimed difference; **direction only** when A's mean is above B's but the intervals
   overlap or were not recorded; **not reproduced** when A's mean is not above B's.
 * ``above``: as ``greater``, against a fixed threshold instead of a second value.
+* ``matches`` (a total recomputed from released records, no sampling): **reproduced** when
+  ours equals the released number to half a unit of its last printed digit.
 * ``no_amplification`` (the paper says a loop does not amplify a bias): **reproduced** when the
   notebook's test finds no amplification on an interval of the difference narrower than the
   claim's effect; **inconclusive** when both methods did nothing, chose exactly the same, or
@@ -116,6 +118,7 @@ from recagents.report.verdicts import (
     judge_at_least,
     judge_contains,
     judge_greater,
+    judge_matches,
     judge_no_amplification,
     judge_sample_size,
 )
@@ -153,6 +156,7 @@ __all__ = [
     "evaluate_claims",
     "judge_above",
     "judge_at_least",
+    "judge_matches",
     "judge_contains",
     "judge_greater",
     "judge_no_amplification",

@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     web = commands.add_parser("html", help="render the executed notebooks and an index page")
     web.add_argument("--build", type=Path, default=Path("build"), help="executed notebooks")
     web.add_argument("--figures", type=Path, default=Path("figures"), help="figures folder")
-    web.add_argument("--out", type=Path, default=Path("build/html"), help="output folder")
+    web.add_argument("--out", type=Path, default=Path("docs"), help="output folder")
     web.add_argument(
         "--notebooks",
         type=Path,

@@ -38,6 +38,7 @@ from recagents.report.verdicts import (
     judge_at_least,
     judge_contains,
     judge_greater,
+    judge_matches,
     judge_no_amplification,
     judge_sample_size,
 )
@@ -216,6 +217,9 @@ def _judge(
         return ours, judge_above(a, threshold, claim.ours.label or "ours", claim.effect), n
     if claim.rule == "at_least":
         return ours, judge_at_least(paper.number if paper else None, a), n
+    if claim.rule == "matches":
+        text = paper.text if paper else ""
+        return ours, judge_matches(text, paper.number if paper else None, a), n
     raise ValueError(f"claim {claim.id}: unknown rule {claim.rule!r}")
 
 

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: The rules a claim can name (``Claim.rule``); each has its text in ``verdict_rules.json``.
-CLAIM_RULES = ("contains", "at_least", "greater", "above", "no_amplification")
+CLAIM_RULES = ("contains", "at_least", "greater", "above", "no_amplification", "matches")
 
 _TEXT = {"type": "string"}
 _NAME = {"type": "string", "minLength": 1}

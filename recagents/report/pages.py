@@ -2,21 +2,26 @@
 
 :func:`render_html` renders each executed notebook with nbconvert (imported only when it
 runs) and writes ``index.html``: the notebooks, titled by their first heading, and every
-figure as a linked thumbnail grouped by notebook.
+figure as a linked thumbnail grouped by notebook. ``make reproduce`` publishes them in the
+repository (``docs/``), so a reader on GitHub sees every output without running anything.
+
+The pages are stable: progress bars and execution metadata are left out, and a page whose
+content differs from the one on disk only in timings is not rewritten, so an unchanged rerun
+leaves ``docs/`` unchanged.
 """
 
 from __future__ import annotations
 
 import html
-import shutil
+import os
+import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 from recagents.report.evaluate import _first_heading
 from recagents.report.loading import load_notebooks
 
-__all__ = ["FIGURE_SUFFIXES", "render_html"]
+__all__ = ["FIGURE_SUFFIXES", "publishable", "render_html"]
 
 FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
 
@@ -31,14 +36,66 @@ ul.notebooks li { margin: .3em 0; } .notrun { color: #a33; }
 """
 
 
+#: What varies between two runs of an unchanged notebook: timings and progress counters.
+_VOLATILE = (
+    re.compile(r"\d+(\.\d+)?\s?(s|ms|min)\b"),
+    re.compile(r"\[\d+:\d+(:\d+)?<[^\]]*\]"),
+    re.compile(r"\d+(\.\d+)?\s?(it|cell)s?/s"),
+)
+_PROGRESS = re.compile(r"\d+%\|")
+
+
+def publishable(nb: object) -> object:
+    r"""A copy of an executed notebook fit to publish: no progress bars, no run metadata.
+
+    Progress bars (stderr streams drawn with ``\r`` or ``NN%|``) and papermill's and
+    Jupyter's execution metadata (times, durations, kernel state) are dropped; every other
+    output is kept as it is.
+    """
+    import copy
+
+    clean = copy.deepcopy(nb)
+    clean.metadata.pop("papermill", None)
+    for cell in clean.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [
+            out
+            for out in cell.outputs
+            if not (
+                out.get("output_type") == "stream"
+                and out.get("name") == "stderr"
+                and ("\r" in out.get("text", "") or _PROGRESS.search(out.get("text", "")))
+            )
+        ]
+    return clean
+
+
+def _stable(text: str) -> str:
+    for pattern in _VOLATILE:
+        text = pattern.sub("~", text)
+    return text
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless ``path`` already holds it up to timings; whether it wrote."""
+    if path.is_file() and _stable(path.read_text(encoding="utf-8")) == _stable(text):
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
 def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Path) -> Path:
     """Render executed notebooks to HTML and write an index page with every figure.
 
     Each notebook that exists becomes ``out_dir/NAME.html`` (nbconvert's ``HTMLExporter``,
-    outputs and embedded images included); each figure in ``figures_dir`` is copied to
-    ``out_dir/figures/``; ``out_dir/index.html`` links every notebook (titled by its first
-    heading; missing ones listed as "not run") and shows every figure as a linked thumbnail,
-    grouped by the notebook number its name starts with.
+    outputs and embedded images included, through :func:`publishable`); ``out_dir/index.html``
+    links every notebook (titled by its first heading; missing ones listed as "not run") and
+    shows every figure of ``figures_dir`` as a linked thumbnail (linked where it lies, not
+    copied), grouped by the notebook number its name starts with. A page that differs from
+    the file on disk only in timings is left as it is.
 
     Args:
         notebooks: The executed notebooks expected (e.g. ``build/00_...ipynb`` ...).
@@ -64,34 +121,35 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
         try:
             nb = nbformat.read(path, as_version=4)
             title = _first_heading(nb.cells) or path.stem
-            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+            body, _ = exporter.from_notebook_node(
+                publishable(nb), resources={"metadata": {"name": title}}
+            )
         except Exception as error:  # one broken notebook must not hide the others
             entries.append((path.stem, "", ""))
             problems[path.stem] = f"could not be rendered: {type(error).__name__}: {error}"
             continue
         target = out_dir / f"{path.stem}.html"
-        target.write_text(body, encoding="utf-8")
+        _write_if_changed(target, body)
         entries.append((path.stem, title, target.name))
 
     figures: list[str] = []
     figures_note = ""
+    href = ""
     if figures_dir is not None and Path(figures_dir).is_dir():
-        copied = out_dir / "figures"
-        copied.mkdir(exist_ok=True)
+        href = Path(os.path.relpath(Path(figures_dir).resolve(), out_dir.resolve())).as_posix()
         for figure in sorted(Path(figures_dir).iterdir()):
             if figure.is_file() and figure.suffix.lower() in FIGURE_SUFFIXES:
-                shutil.copy2(figure, copied / figure.name)
                 figures.append(figure.name)
     else:
         figures_note = f"No figures folder at {figures_dir}." if figures_dir else "No figures."
 
     index = out_dir / "index.html"
-    index.write_text(_index_html(entries, problems, figures, figures_note), encoding="utf-8")
+    _write_if_changed(index, _index_html(entries, problems, figures, figures_note, href))
     return index
 
 
-def _figure_html(name: str) -> str:
-    href = "figures/" + html.escape(name, quote=True)
+def _figure_html(name: str, folder: str) -> str:
+    href = html.escape(f"{folder}/{name}", quote=True)
     return (
         f'<figure><a href="{href}"><img src="{href}" alt="{html.escape(name)}" '
         f'loading="lazy"></a><figcaption>{html.escape(name)}</figcaption></figure>'
@@ -103,6 +161,7 @@ def _index_html(
     problems: Mapping[str, str],
     figures: Sequence[str],
     figures_note: str,
+    folder: str = "figures",
 ) -> str:
     parts = [
         "<!DOCTYPE html>",
@@ -110,9 +169,9 @@ def _index_html(
         "<title>recagents: executed notebooks and figures</title>",
         f"<style>{_INDEX_STYLE}</style></head><body>",
         "<h1>recagents: executed notebooks and figures</h1>",
-        f'<p class="muted">Written by <code>make reproduce</code> '
-        f"(<code>python -m recagents.report html</code>) on "
-        f"{html.escape(datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC'))}.</p>",
+        '<p class="muted">Written by <code>make reproduce</code> '
+        "(<code>python -m recagents.report html</code>) from the notebooks it executed with "
+        "the default profile.</p>",
         "<h2>Notebooks</h2>",
         '<ul class="notebooks">',
     ]
@@ -146,7 +205,7 @@ def _index_html(
         heading = titles.get(prefix, f"Notebook {prefix}") if prefix else "Other figures"
         parts.append(f"<h3>{html.escape(heading)}</h3>")
         parts.append('<div class="figures">')
-        parts += [_figure_html(name) for name in groups[prefix]]
+        parts += [_figure_html(name, folder) for name in groups[prefix]]
         parts.append("</div>")
     if not figures and not figures_note:
         parts.append('<p class="muted">The figures folder holds no figures.</p>')

@@ -11,6 +11,7 @@ reproduced.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from recagents.report.claims import (
@@ -29,6 +30,7 @@ __all__ = [
     "judge_at_least",
     "judge_contains",
     "judge_greater",
+    "judge_matches",
     "judge_no_amplification",
     "judge_sample_size",
 ]
@@ -133,6 +135,27 @@ def judge_at_least(paper: float | None, ours: Estimate) -> Verdict:
     if top >= paper:
         return Verdict(REPRODUCED, f"{what} {_fmt(top)} reaches the paper's {_fmt(paper)}", half)
     return Verdict(NOT_REPRODUCED, f"{what} {_fmt(top)} is below the paper's {_fmt(paper)}", half)
+
+
+def judge_matches(paper_text: str, paper: float | None, ours: Estimate) -> Verdict:
+    """Reproduced when a deterministic recomputation equals the released value as printed.
+
+    For totals recomputed from released records (no sampling, so no interval): ours must
+    equal the paper's number to half a unit of its last printed digit (at least 1e-9).
+    """
+    if paper is None:
+        return Verdict(NOT_COMPARABLE, "the paper's cell holds no single number")
+    if ours.has_interval and (ours.high or 0.0) - (ours.low or 0.0) > 0:
+        return Verdict(NOT_COMPARABLE, "a sampled estimate cannot match a total digit by digit")
+    digits = paper_text.strip().split(".")[1] if "." in paper_text else ""
+    decimals = len(re.match(r"\d*", digits).group()) if digits else 0
+    tolerance = max(0.5 * 10.0**-decimals, 1e-9)
+    assert ours.mean is not None
+    gap = abs(ours.mean - paper)
+    shown = f"ours {ours.mean:.10g} against the released {paper_text.strip()}"
+    if gap <= tolerance:
+        return Verdict(REPRODUCED, f"{shown}: equal to the printed digits", 0.0)
+    return Verdict(NOT_REPRODUCED, f"{shown}: differs by {gap:.3g}", 0.0)
 
 
 def difference_half_width(a: Estimate, b: Estimate) -> float | None:

@@ -215,6 +215,11 @@ def test_02_agent4rec(smoke_records):
         p_view = records["recorded/LightGCN/p_view"]
         assert p_view[1] <= 0.4932 <= p_view[2], "our analysis of their records: metrics.txt"
         assert records["recorded/LightGCN/exit_page"][0] == 3.234
+        # Their decisions replayed through our loop (section 9b; the smoke profile: 60 agents).
+        assert records["replay/n_agents"] == 60
+        assert records["replay/agreement"] == 1.0 and records["replay/disagreements"] == 0
+        assert "replay/click_rate" not in records, "a sample has no metrics.txt total"
+        assert 0 < records["replay/sample/click_rate"] < 1
 
 
 def test_03_afl(smoke_records):
@@ -238,6 +243,11 @@ def test_03_afl(smoke_records):
     if os.environ.get("RECAGENTS_RELEASES_MIRROR"):  # the released LastFM check ran (CI)
         assert records["lastfm_sasrec"]["n"] == 122, "AFL's fixed LastFM test samples"
         _check_interval(records["lastfm_sasrec"]["hr1"], "SASRec on the released LastFM")
+        # The paper's candidate lists drawn again: SASRec chose its released pick from each.
+        assert records["lastfm/picks_listed"] == 122
+        assert records["lastfm/n_samples"] == 3
+        for method in ("Rec Agent (1 round)", "AFL (2 rounds)"):
+            _check_interval(records[f"lastfm/hr1/{method}"], f"{method} on the released LastFM")
     # Section 2c: the loop composed by hand from the step functions equals feedback_loop.
     assert records["by_hand_equal"] is True
     # Section 3b: the scripted user agent (never an LLM result) keeps dialogues going.

@@ -19,6 +19,7 @@ from recagents.released import (
     LASTFM_PADDING,
     cds_item_memory_versions,
     cds_user_memories,
+    lastfm_candidates,
     load_cds,
     load_lastfm,
     sasrec_hit_at_1,
@@ -182,3 +183,37 @@ def test_sasrec_hit_at_1_against_the_release(
     paper = paper_numbers.table("AFL-T4")
     base = float(paper.loc[paper["dataset"] == "LastFM", "Base"].iloc[0])
     assert result["low"] <= base <= result["high"]
+
+
+def test_lastfm_candidates_are_the_released_evaluations_lists(
+    lastfm: tuple[Dataset, pd.DataFrame, pd.DataFrame],
+) -> None:
+    """Re-drawn with the released seed, every list holds the pick SASRec made from it."""
+    dataset, samples, predictions = lastfm
+    drawn = lastfm_candidates(samples)
+    lists = drawn.groupby("sample")[ITEM].agg(list)
+    assert (
+        len(lists) == 122 and lists.map(len).eq(20).all() and lists.map(set).map(len).eq(20).all()
+    )
+    by_sample = samples.set_index("sample")
+    assert all(by_sample.loc[k, "target"] in lists[k] for k in lists.index)
+    assert not any(set(by_sample.loc[k, "history"]) & set(lists[k]) for k in lists.index)
+    titles = dataset.items.set_index(ITEM)[TITLE]  # type: ignore[union-attr]
+
+    def picks_inside(frame: pd.DataFrame) -> int:
+        names = frame.groupby("sample")[ITEM].agg(lambda s: {titles[i].casefold() for i in s})
+        picks = predictions.set_index("sample")["prior_name"].str.strip().str.casefold()
+        return sum(picks[k] in names[k] for k in names.index)
+
+    assert picks_inside(drawn) == 122
+    # Another seed: only the hits (the pick is the target, always listed) and chance remain.
+    assert picks_inside(lastfm_candidates(samples, seed=304)) < 50
+    from recagents.papers import afl
+
+    built = afl.released_samples(samples, drawn, predictions, titles.to_dict())
+    assert len(built) == 122 and all(s.prior in s.candidates and s.focus == (s.prior,)
+                                     for s in built)  # fmt: skip
+    assert built[0].candidates == tuple(lists[0]) and built[0].target == samples["target"][0]
+    with pytest.raises(ValueError, match="not among its candidates"):
+        afl.released_samples(samples, lastfm_candidates(samples, seed=304), predictions,
+                             titles.to_dict())  # fmt: skip

@@ -30,6 +30,7 @@ from recagents.report import (
     judge_at_least,
     judge_contains,
     judge_greater,
+    judge_matches,
     judge_no_amplification,
     loading,
     paper_value,
@@ -38,7 +39,7 @@ from recagents.report import (
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
-RULES = {"contains", "at_least", "greater", "above", "no_amplification"}
+RULES = {"contains", "at_least", "greater", "above", "no_amplification", "matches"}
 
 # --------------------------------------------------------------------------------------------
 # Synthetic executed notebooks
@@ -142,6 +143,22 @@ def test_at_least_uses_the_upper_end_or_the_point_value():
     assert judge_at_least(0.95, Estimate(0.9, 0.8, 0.94)).verdict == report.NOT_REPRODUCED
     assert judge_at_least(0.95, Estimate(0.97)).verdict == report.REPRODUCED
     assert judge_at_least(0.95, Estimate(0.0)).verdict == report.NOT_REPRODUCED
+
+
+def test_matches_judges_a_recomputed_total_by_the_printed_digits():
+    """A deterministic recomputation must equal the released total as printed."""
+    assert judge_matches("3.234", 3.234, Estimate(3.2340000001)).verdict == report.REPRODUCED
+    assert judge_matches("3.234", 3.234, Estimate(3.2344)).verdict == report.REPRODUCED
+    assert judge_matches("3.234", 3.234, Estimate(3.2346)).verdict == report.NOT_REPRODUCED
+    long = "0.5028244830590806"
+    assert judge_matches(long, float(long), Estimate(0.5028244830590806)).verdict == (
+        report.REPRODUCED
+    )
+    assert judge_matches(long, float(long), Estimate(0.502824)).verdict == report.NOT_REPRODUCED
+    assert judge_matches("n/a", None, Estimate(0.5)).verdict == report.NOT_COMPARABLE
+    # A sampled estimate has an interval: it cannot match a total digit by digit.
+    sampled = judge_matches("0.5", 0.5, Estimate(0.5, 0.4, 0.6))
+    assert sampled.verdict == report.NOT_COMPARABLE
 
 
 def test_greater_direction_rules():
@@ -464,9 +481,41 @@ def test_render_html_writes_pages_and_an_index_of_notebooks_and_figures(tmp_path
     text = index.read_text()
     assert 'href="01_tiny.html"' in text and "01 · Tiny &amp; &lt;odd&gt;" in text
     assert "02_missing.ipynb: not run" in text
-    assert 'href="figures/01_tiny_plot.png"' in text and 'src="figures/01_tiny_plot.png"' in text
-    assert (out / "figures" / "01_tiny_plot.png").is_file()
+    # Figures are linked where they lie (the committed figures/), not copied.
+    assert 'href="../figures/01_tiny_plot.png"' in text
+    assert 'src="../figures/01_tiny_plot.png"' in text
+    assert not (out / "figures").exists()
     assert "notes.txt" not in text
+
+
+def test_published_pages_drop_progress_bars_and_survive_an_unchanged_rerun(tmp_path):
+    """A rerun that differs only in timings leaves the pages byte for byte as they were."""
+    build, out = tmp_path / "build", tmp_path / "docs"
+    path = write_executed(build / "01_tiny.ipynb", {"model": "m"}, title="01 · Tiny")
+
+    def executed(seconds: float) -> None:
+        nb = nbformat.read(path, as_version=4)
+        nb.cells[1].outputs = [
+            nbformat.v4.new_output("stream", name="stderr", text="epoch 3: 40%|####  | 2/5\r"),
+            nbformat.v4.new_output("stream", name="stdout", text=f"trained in {seconds} s\n"),
+        ]
+        nb.cells[1].metadata["execution"] = {"iopub.status.busy": f"2030-01-01T00:00:{seconds}"}
+        nbformat.write(nb, path)
+
+    executed(1.5)
+    render_html([path], None, out)
+    page = (out / "01_tiny.html").read_text()
+    assert "trained in 1.5 s" in page and "40%|" not in page and "iopub" not in page
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    executed(2.7)
+    render_html([path], None, out)
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    # A real change is written.
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[1].outputs.append(nbformat.v4.new_output("stream", name="stdout", text="HR 0.4\n"))
+    nbformat.write(nb, path)
+    render_html([path], None, out)
+    assert "HR 0.4" in (out / "01_tiny.html").read_text()
 
 
 def test_render_html_without_a_figures_folder(tmp_path):

@@ -77,7 +77,13 @@ from recagents.papers.afl.prompts import (
     recommend_schema,
     user_loop_messages,
 )
-from recagents.papers.afl.samples import Sample, make_samples, recent_histories, tool_scores
+from recagents.papers.afl.samples import (
+    Sample,
+    make_samples,
+    recent_histories,
+    released_samples,
+    tool_scores,
+)
 from recagents.papers.afl.scripted import (
     genre_reason,
     item_genres,
@@ -138,6 +144,7 @@ __all__ = [
     "judge_history",
     "judge_messages",
     "make_samples",
+    "released_samples",
     "parse_decision",
     "parse_recommendation",
     "predictions",

@@ -17,7 +17,7 @@ import pandas as pd
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import POSITION, chronological_order
 
-__all__ = ["Sample", "make_samples", "recent_histories", "tool_scores"]
+__all__ = ["Sample", "make_samples", "recent_histories", "released_samples", "tool_scores"]
 
 
 # --------------------------------------------------------------------------- samples
@@ -121,3 +121,52 @@ def make_samples(
             )
         )
     return samples
+
+
+def released_samples(
+    samples: pd.DataFrame,
+    candidates: pd.DataFrame,
+    predictions: pd.DataFrame,
+    titles: dict[str, str],
+) -> list[Sample]:
+    """Samples of AFL's released LastFM evaluation, with the authors' SASRec pick as the tool.
+
+    The release holds the tool's *pick* per sample (``prior_lastfm/SASRec.csv``), not its
+    ranking or scores, and the released pipeline shows the agents only that pick: so
+    ``prior`` is the candidate named as the pick, ``focus`` is that one item and ``scores``
+    is empty (run with ``user_signal="hint"``). A pick that names no candidate is an error.
+
+    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
+
+    Args:
+        samples: ``recagents.released.load_lastfm``'s samples (``history`` oldest first).
+        candidates: ``recagents.released.lastfm_candidates`` of those samples.
+        predictions: ``load_lastfm``'s predictions (``sample``, ``prior_name``).
+        titles: Artist name by item id.
+
+    Raises:
+        ValueError: A released pick is not one of its sample's candidates.
+    """
+    picks = predictions.set_index("sample")["prior_name"]
+    lists = candidates.sort_values(["sample", "position"]).groupby("sample")[ITEM].agg(tuple)
+    out = []
+    for row in samples.itertuples(index=False):
+        shown = lists[row.sample]
+        wanted = str(picks[row.sample]).strip().casefold()
+        named = [i for i in shown if titles[i].strip().casefold() == wanted]
+        if not named:
+            raise ValueError(
+                f"sample {row.sample}: SASRec's released pick {picks[row.sample]!r} is not "
+                "among its candidates (were they drawn with the released seed?)"
+            )
+        out.append(
+            Sample(
+                user=str(getattr(row, USER)),
+                history=tuple(row.history),
+                candidates=shown,
+                target=str(row.target),
+                prior=named[0],
+                focus=(named[0],),
+            )
+        )
+    return out

@@ -32,6 +32,8 @@ Modules, from the settings to the analyses:
 - :mod:`~recagents.papers.agent4rec.causal`: the per-item table, DirectLiNGAM, the graph.
 - :mod:`~recagents.papers.agent4rec.recorded`: the authors' recorded run (read only from a
   folder passed in or named by ``$RECAGENTS_AGENT4REC_RECORDED``) and its safe pickle loader.
+- :mod:`~recagents.papers.agent4rec.replay`: the recorded run's decisions replayed through
+  our loop, compared with the records agent by agent and with ``metrics.txt``.
 - :mod:`~recagents.papers.agent4rec.scripted`: a scripted browsing agent (a rule, not an
   LLM) that keeps browsing, so later pages, retrieved memories and the reflection appear.
 - :mod:`~recagents.papers.agent4rec.simulate` and :mod:`~recagents.papers.agent4rec.analysis`:
@@ -97,6 +99,15 @@ from recagents.papers.agent4rec.recorded import (
     load_official_run,
     official_run_dir,
     parse_satisfaction,
+)
+from recagents.papers.agent4rec.replay import (
+    RECORDED_NAME,
+    ReplayResult,
+    official_metrics,
+    read_metrics_txt,
+    read_recorded_visits,
+    recorded_client,
+    replay_official,
 )
 from recagents.papers.agent4rec.scripted import (
     SCRIPTED_NAME,
@@ -179,4 +190,11 @@ __all__ = [
     "exit_page_figure",
     "request_kind",
     "top_genres",
+    "RECORDED_NAME",
+    "ReplayResult",
+    "official_metrics",
+    "read_metrics_txt",
+    "read_recorded_visits",
+    "recorded_client",
+    "replay_official",
 ]

@@ -24,7 +24,8 @@ This module is the analyses' one namespace (notebook 02 imports it as ``analysis
 code lives in :mod:`~recagents.papers.agent4rec.frames` (log columns and checks),
 :mod:`~recagents.papers.agent4rec.traits`, :mod:`~recagents.papers.agent4rec.engagement`,
 :mod:`~recagents.papers.agent4rec.bubble`, :mod:`~recagents.papers.agent4rec.causal` and
-:mod:`~recagents.papers.agent4rec.recorded` (the official recorded run).
+:mod:`~recagents.papers.agent4rec.recorded` (the official recorded run) and
+:mod:`~recagents.papers.agent4rec.replay` (its decisions replayed through our loop).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ from recagents.papers.agent4rec.recorded import (
     load_official_run,
     official_run_dir,
     parse_satisfaction,
+)
+from recagents.papers.agent4rec.replay import (
+    RECORDED_NAME,
+    ReplayResult,
+    official_metrics,
+    read_metrics_txt,
+    read_recorded_visits,
+    recorded_client,
+    replay_official,
 )
 from recagents.papers.agent4rec.traits import (
     TRAIT_MEASURES,
@@ -92,4 +102,11 @@ __all__ = [
     "trait_anova",
     "trait_behaviour",
     "trait_figure",
+    "RECORDED_NAME",
+    "ReplayResult",
+    "official_metrics",
+    "read_metrics_txt",
+    "read_recorded_visits",
+    "recorded_client",
+    "replay_official",
 ]

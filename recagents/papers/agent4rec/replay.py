@@ -1,0 +1,482 @@
+"""Replay the authors' recorded Agent4Rec decisions through our page loop.
+
+Why: the authors released what their gpt-3.5 agents *did* on every page of their
+1,000-agent LightGCN run (which items aligned with their taste, which they watched, each
+rating and feeling, where they left, the interview score), but not, in the files available
+offline, the raw prompts and replies. Replaying those decisions through
+:func:`recagents.papers.agent4rec.loop.simulate` unchanged, on the authors' own pages, checks
+our loop and our analysis against theirs: if both are the same procedure, the replay gives
+back the recorded behaviour agent by agent and the totals of their ``metrics.txt``. Every
+difference is a finding about one loop or the other, listed with its cause.
+
+The replies come from :func:`recorded_client`, a :class:`~recagents.llm.scripted.ScriptedClient`
+named :data:`RECORDED_NAME`: the authors' recorded decisions, never an LLM result of ours.
+What the records do not hold is not invented: reflections are not replayed
+(``reflect_after=()``), and memory retrieval uses a cheap stand-in embedding, because neither
+can change a recorded decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recagents.columns import ITEM, USER
+from recagents.llm.client import ChatRequest
+from recagents.llm.runlog import RunLog
+from recagents.llm.scripted import ScriptedClient
+from recagents.papers.agent4rec.agents import Agent
+from recagents.papers.agent4rec.config import TRAITS, Agent4RecConfig
+from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES
+from recagents.papers.agent4rec.recorded import (
+    OFFICIAL_RECOMMENDER,
+    load_official_run,
+    official_run_dir,
+    parse_satisfaction,
+)
+from recagents.papers.agent4rec.scripted import request_kind
+
+__all__ = [
+    "RECORDED_NAME",
+    "RecordedVisit",
+    "ReplayResult",
+    "official_metrics",
+    "read_metrics_txt",
+    "read_recorded_visits",
+    "recorded_client",
+    "replay_official",
+]
+
+#: The name of the replayed policy (its client's model is ``scripted:<name>``).
+RECORDED_NAME = "recorded-gpt-3.5-turbo-decisions"
+
+#: ``metrics.txt`` lines that the released code writes from the behaviour it records.
+METRICS_TXT_KEYS = {
+    "Average recall": "recall",
+    "Average presion": "precision",  # sic: the released code's spelling
+    "Overall click rate": "click_rate",
+    "Average number of likes": "n_likes",
+    "Average exit page": "exit_page",
+}
+
+_FEELING_MAX = 200  # our page schema's cap on a feeling (prompts.page_schema)
+_REASON_MAX = 400  # our interview schema's cap on a reason (prompts.interview_schema)
+
+
+@dataclass(frozen=True)
+class RecordedVisit:
+    """One recorded agent's visit, as the authors' code stored it.
+
+    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
+
+    Attributes:
+        user: The agent's id.
+        pages: The stored per-page records (``recommended_id``, ``align_id``, ``watch_id``,
+            ``rating_id``, ``rating``, ``feeling``, ``ground_truth``, ...), ids as strings.
+        satisfaction: The interview score (NaN when it cannot be read).
+        reason: The interview's reason text ("" when none was stored).
+    """
+
+    user: str
+    pages: list[dict[str, Any]]
+    satisfaction: float
+    reason: str
+
+
+def _ids(values: Any) -> list[str]:
+    return [str(v) for v in values or []]
+
+
+def _interview_reason(interview: Any) -> str:
+    if isinstance(interview, list | tuple):
+        return str(interview[1]).strip() if len(interview) > 1 else ""
+    if isinstance(interview, str) and "REASON:" in interview:
+        return interview.split("REASON:", 1)[1].strip()
+    return ""
+
+
+def read_recorded_visits(
+    folder: str | Path | None = None, n_agents: int | None = None
+) -> dict[str, RecordedVisit]:
+    """The recorded visits of ``run_lightgcn_1000.jsonl``, the first ``n_agents`` by id.
+
+    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
+
+    Raises:
+        FileNotFoundError: No folder is given or set, or it lacks the run file.
+        ValueError: A line is not a visit record (the message names the line).
+    """
+    folder = Path(folder) if folder is not None else official_run_dir()
+    if folder is None:
+        raise FileNotFoundError(
+            "the official Agent4Rec recorded run is not available: pass its folder or set "
+            "$RECAGENTS_AGENT4REC_RECORDED"
+        )
+    path = folder / "run_lightgcn_1000.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} lacks run_lightgcn_1000.jsonl")
+    visits: dict[str, RecordedVisit] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if not isinstance(record, dict) or "agent_id" not in record or "pages" not in record:
+                raise ValueError(f"{path.name} line {line_no} is not a visit record")
+            pages = []
+            for page in record["pages"]:
+                keys = ("recommended_id", "align_id", "like_id", "watch_id", "rating_id")
+                pages.append(
+                    {**page, **{key: _ids(page.get(key)) for key in keys},
+                     "ground_truth": _ids(page.get("ground_truth"))}
+                )  # fmt: skip
+            user = str(record["agent_id"])
+            interview = record.get("interview")
+            visits[user] = RecordedVisit(
+                user, pages, parse_satisfaction(interview), _interview_reason(interview)
+            )
+    ordered = sorted(visits, key=lambda u: (len(u), u))
+    return {u: visits[u] for u in ordered[:n_agents]}
+
+
+def recorded_client(visits: dict[str, RecordedVisit], max_pages: int = 5) -> ScriptedClient:
+    """A client that answers each step of our loop with the authors' recorded decision.
+
+    * **page** (the n-th page request of an agent is its page n): per shown item, in page
+      order, ``aligned`` from ``align_id``, ``watch`` from ``watch_id``, the recorded rating
+      and feeling of a watched item (a feeling longer than our schema allows is cut to
+      its 200 characters; :class:`ReplayResult` counts them);
+    * **exit**: ``next`` before the agent's last recorded page, ``exit`` on it, unless that
+      is page ``max_pages``: an agent that saw every page ran out of pages (the records do
+      not say what it would have decided), and the loop ends the visit there by itself;
+    * **interview**: the recorded score and reason (an unreadable score is replied as
+      0, out of schema, so the loop counts it unusable, as it would a model's).
+
+    Any other request (reflections, personas) is refused: the records hold no reply for it.
+
+    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
+    """
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+
+    def policy(request: ChatRequest) -> Any:
+        kind = request_kind(request)
+        visit = visits.get(str(request.tag))
+        if visit is None or kind not in ("page", "exit", "interview"):
+            what = kind or "free-text"
+            raise KeyError(f"no recorded reply for a {what} request of {request.tag}")
+        seen[(visit.user, kind)] += 1
+        page_no = seen[(visit.user, kind)]
+        if kind == "interview":
+            score = visit.satisfaction
+            valid = not math.isnan(score) and float(score).is_integer()
+            return {
+                "satisfaction": int(score) if valid else 0,
+                "reason": visit.reason[:_REASON_MAX],
+            }
+        page = visit.pages[page_no - 1]
+        if kind == "exit":
+            last = page_no >= len(visit.pages) and page_no < max_pages
+            return {
+                "feeling": "positive",
+                "decision": "exit" if last else "next",
+                "reason": "recorded: the authors' agent left here" if last else "recorded",
+            }
+        rated = dict(zip(page["rating_id"], page.get("rating", []), strict=False))
+        felt = dict(zip(page["rating_id"], page.get("feeling", []), strict=False))
+        items = []
+        for item in page["recommended_id"]:
+            watched = item in page["watch_id"]
+            items.append(
+                {
+                    "aligned": item in page["align_id"],
+                    "watch": watched,
+                    "rating": int(rated.get(item, 1)) if watched else 1,
+                    "feeling": str(felt.get(item, ""))[:_FEELING_MAX] if watched else "",
+                }
+            )
+        return {"items": items}
+
+    return ScriptedClient(policy, RECORDED_NAME)
+
+
+def _hash_embed(texts: list[str]) -> np.ndarray:
+    """A cheap, deterministic stand-in embedding (retrieval cannot change a recorded reply)."""
+    out = np.zeros((len(texts), 64))
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            out[row, hashlib.blake2b(word.encode(), digest_size=2).digest()[0] % 64] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms == 0, 1.0, norms)
+
+
+def official_metrics(
+    exposures: pd.DataFrame,
+    sessions: pd.DataFrame,
+    ground_truth: dict[tuple[str, int], list[str]],
+    max_pages: int = 5,
+    items_per_page: int = 4,
+    likes: str = "watched",
+) -> dict[str, float]:
+    """The five behaviour totals of the released code's ``metrics.txt``, by its definitions.
+
+    Read from the released ``simulation/arena.py``: *click rate* is an agent's watched
+    items over all ``max_pages x items_per_page`` slots (not over the items it saw),
+    averaged over agents; *number of likes* is the mean per page of the agent's liked items,
+    averaged over agents; *precision* and *recall* compare those liked items with the page's
+    ground truth (the agent's held-out items shown on it), summed over an agent's pages, then
+    averaged; *exit page* is the mean of the last page seen.
+
+    Which items are "liked" differs between the run and the code: the released ``arena.py``
+    counts the items the agent said align with its taste (``likes="aligned"``), but the
+    run's own ``metrics.txt`` is reproduced only by the items it *watched*
+    (``likes="watched"``, the default): it was written by an earlier version of the code.
+
+    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
+
+    Args:
+        exposures: One row per shown item (``aligned``, ``watched``, ``page``).
+        sessions: One row per agent (``exit_page``).
+        ground_truth: The held-out items shown, by ``(agent, page)``.
+        max_pages: Pages of a full visit (the click rate's denominator).
+        items_per_page: Items per page (the click rate's denominator).
+        likes: ``"watched"`` (as the run's ``metrics.txt``) or ``"aligned"`` (as ``arena.py``).
+    """
+    if likes not in ("watched", "aligned"):
+        raise ValueError(f"likes must be 'watched' or 'aligned', got {likes!r}")
+    clicks, liked, precision, recall = [], [], [], []
+    for user, group in exposures.groupby(USER, sort=True):
+        clicks.append(int(group["watched"].sum()) / (max_pages * items_per_page))
+        per_page, hits, n_aligned, n_truth = [], 0, 0, 0
+        for page, shown in group.groupby("page", sort=True):
+            chosen = shown["watched"] if likes == "watched" else shown["aligned"]
+            aligned = set(shown.loc[chosen.fillna(False).astype(bool), ITEM])
+            truth = set(ground_truth.get((str(user), int(page)), []))
+            per_page.append(len(aligned))
+            hits += len(aligned & truth)
+            n_aligned += len(aligned)
+            n_truth += len(truth)
+        liked.append(float(np.mean(per_page)))
+        precision.append(hits / max(n_aligned, 1))
+        recall.append(hits / max(n_truth, 1))
+    return {
+        "recall": float(np.mean(recall)),
+        "precision": float(np.mean(precision)),
+        "click_rate": float(np.mean(clicks)),
+        "n_likes": float(np.mean(liked)),
+        "exit_page": float(sessions["exit_page"].mean()),
+    }
+
+
+def read_metrics_txt(path: str | Path) -> dict[str, float]:
+    """The behaviour totals of a released ``metrics.txt`` (see :data:`METRICS_TXT_KEYS`).
+
+    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
+
+    Raises:
+        ValueError: A total is missing or not a number (the message names it).
+    """
+    found: dict[str, float] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        label, _, value = line.partition(":")
+        if label.strip() in METRICS_TXT_KEYS:
+            try:
+                found[METRICS_TXT_KEYS[label.strip()]] = float(value.strip())
+            except ValueError as error:
+                raise ValueError(f"{path}: {label.strip()} is not a number: {value!r}") from error
+    missing = sorted(set(METRICS_TXT_KEYS.values()) - set(found))
+    if missing:
+        raise ValueError(f"{path} lacks {missing}")
+    return found
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What replaying the recorded decisions through our loop gave back.
+
+    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
+
+    Attributes:
+        exposures: Our loop's exposures (one row per shown item).
+        sessions: Our loop's sessions (one row per agent).
+        agreement: One row per agent: ``pages_match``, ``exposures_match``,
+            ``exit_match``, ``satisfaction_match`` and ``agrees`` (all four).
+        disagreements: One row per differing field: agent, page, item, field, recorded,
+            replayed, cause.
+        metrics: ``metric, metrics_txt, from_records, from_replay`` (``metrics_txt`` is NaN
+            unless the whole run was replayed and has the file; a sample has no total).
+        truncated_feelings: Recorded feelings longer than our page schema allows (cut).
+        log: The run log (calls and problems of the replay).
+    """
+
+    exposures: pd.DataFrame
+    sessions: pd.DataFrame
+    agreement: pd.DataFrame
+    disagreements: pd.DataFrame
+    metrics: pd.DataFrame
+    truncated_feelings: int
+    log: RunLog
+
+    @property
+    def agreement_rate(self) -> float:
+        """Share of agents whose every recorded behaviour the replay gave back."""
+        return float(self.agreement["agrees"].mean()) if len(self.agreement) else math.nan
+
+
+_CAUSES = {
+    "watched": "our parser or loop read the watch decision differently",
+    "aligned": "our parser or loop read the taste-alignment answer differently",
+    "rating": "our parser keeps a rating only for a watched item, 1-5",
+    "feeling": "our page schema caps a feeling at 200 characters",
+    "exit_page": "our loop left on another page than the recorded agent",
+    "exited": "our loop's 'chose to leave' differs from 'left before page 5'",
+    "satisfaction": "our interview takes only an integer score 1-10",
+}
+
+
+def _compare(
+    recorded: pd.DataFrame, replayed: pd.DataFrame, keys: list[str], fields: list[str]
+) -> list[dict[str, Any]]:
+    """Rows where a field of the replay differs from the records (NaN equals NaN)."""
+    merged = recorded.merge(replayed, on=keys, how="outer", suffixes=("_rec", "_rep"),
+                            indicator=True)  # fmt: skip
+    rows = []
+    for row in merged.to_dict("records"):
+        where = {k: row[k] for k in keys}
+        if row["_merge"] != "both":
+            side = "only in the records" if row["_merge"] == "left_only" else "only in the replay"
+            rows.append({**where, "field": "row", "recorded": side, "replayed": "",
+                         "cause": "our loop showed other items or pages"})  # fmt: skip
+            continue
+        for name in fields:
+            a, b = row[f"{name}_rec"], row[f"{name}_rep"]
+            same = (pd.isna(a) and pd.isna(b)) if (pd.isna(a) or pd.isna(b)) else a == b
+            if not same:
+                rows.append({**where, "field": name, "recorded": a, "replayed": b,
+                             "cause": _CAUSES[name]})  # fmt: skip
+    return rows
+
+
+def _agreement(users: list[str], disagreements: pd.DataFrame) -> pd.DataFrame:
+    """Per agent: which recorded behaviours the replay gave back."""
+    by_field = disagreements.groupby("field")[USER].agg(set).to_dict()
+
+    def clean(*fields: str) -> list[bool]:
+        failing = set().union(*(by_field.get(f, set()) for f in fields))
+        return [u not in failing for u in users]
+
+    agreement = pd.DataFrame({USER: users})
+    agreement["pages_match"] = clean("row")
+    agreement["exposures_match"] = clean("aligned", "watched", "rating", "feeling")
+    agreement["exit_match"] = clean("exit_page", "exited")
+    agreement["satisfaction_match"] = clean("satisfaction")
+    checks = ["pages_match", "exposures_match", "exit_match", "satisfaction_match"]
+    agreement["agrees"] = agreement[checks].all(axis=1)
+    return agreement
+
+
+def _lines(folder: Path) -> dict[str, str]:
+    """How our agent sees a released item: title, the crowd's rating and genres."""
+    items = pd.read_csv(folder / "movie_detail.csv", keep_default_na=False)
+    return {
+        str(row.movie_id): f"{row.title}; rated {float(row.rating or 'nan'):.2f} on average; "
+        + ", ".join(g for g in str(row.genres).split("|") if g)
+        for row in items.itertuples(index=False)
+    }
+
+
+def replay_official(
+    folder: str | Path | None = None,
+    n_agents: int | None = None,
+    config: Agent4RecConfig | None = None,
+    progress: bool = False,
+) -> ReplayResult:
+    """Drive :func:`~recagents.papers.agent4rec.loop.simulate` with the recorded decisions.
+
+    Each recorded agent is shown the pages the authors' agent saw (its recorded
+    ``recommended_id`` lists, in order, as one static ranking cut into pages) and answers
+    through :func:`recorded_client`. The replay's exposures and sessions are compared with
+    the records field by field, and :func:`official_metrics` of both with ``metrics.txt``.
+
+    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
+
+    Args:
+        folder: The export's folder (default: ``$RECAGENTS_AGENT4REC_RECORDED``).
+        n_agents: Replay the first ``n_agents`` agents by id (``None``: all 1,000).
+        config: Loop settings (default: the paper's; reflections are always off here).
+        progress: Show progress bars.
+    """
+    from recagents.papers.agent4rec.loop import simulate
+
+    folder = Path(folder) if folder is not None else official_run_dir()
+    visits = read_recorded_visits(folder, n_agents)
+    official = load_official_run(folder)
+    config = replace(config or Agent4RecConfig(), reflect_after=())
+    traits = official.traits.set_index(USER)
+    agents = {
+        user: Agent(
+            user_id=user,
+            traits={t: int(traits.loc[user, t]) if user in traits.index else 2 for t in TRAITS},
+            persona="(the authors' persona is not in the export; the replay does not read it)",
+        )
+        for user in visits
+    }
+    ranked = pd.DataFrame(
+        [
+            (user, item, rank)
+            for user, visit in visits.items()
+            for rank, item in enumerate(
+                (i for page in visit.pages for i in page["recommended_id"]), 1
+            )
+        ],
+        columns=[USER, ITEM, "rank"],
+    )
+    log = RunLog()
+    client = recorded_client(visits, config.max_pages)
+    lines = _lines(folder)
+    exposures, sessions = simulate(
+        agents, ranked, lines, TRAIT_SENTENCES, OFFICIAL_RECOMMENDER, config, client, log,
+        _hash_embed,
+    )  # fmt: skip
+    truncated = sum(
+        len(str(f)) > _FEELING_MAX for v in visits.values() for p in v.pages for f in p["feeling"]
+    )
+    recorded_exp = official.exposures[official.exposures[USER].isin(visits)].copy()
+    recorded_exp["feeling"] = recorded_exp["feeling"].str.slice(0, _FEELING_MAX)
+    recorded_ses = official.sessions[official.sessions[USER].isin(visits)]
+    keys = [USER, "page", "position", ITEM]
+    fields = ["aligned", "watched", "rating", "feeling"]
+    exposure_rows = _compare(recorded_exp[keys + fields], exposures[keys + fields], keys, fields)
+    session_fields = ["exit_page", "exited", "satisfaction"]
+    session_rows = _compare(recorded_ses[[USER, *session_fields]],
+                            sessions[[USER, *session_fields]], [USER], session_fields)  # fmt: skip
+    disagreements = pd.DataFrame(
+        exposure_rows + session_rows,
+        columns=[USER, "page", "position", ITEM, "field", "recorded", "replayed", "cause"],
+    )
+    agreement = _agreement(list(visits), disagreements)
+    truth = {(u, int(p.get("page", k))): p["ground_truth"]
+             for u, v in visits.items() for k, p in enumerate(v.pages, 1)}  # fmt: skip
+    whole = n_agents is None or n_agents >= official.sessions[USER].nunique()
+    txt_path = folder / "metrics.txt"
+    txt = read_metrics_txt(txt_path) if whole and txt_path.is_file() else {}
+    geometry = (config.max_pages, config.items_per_page)
+    rows = []
+    for likes, suffix in (("watched", ""), ("aligned", " (aligned, as arena.py)")):
+        ours = official_metrics(exposures, sessions, truth, *geometry, likes=likes)
+        theirs = official_metrics(recorded_exp, recorded_ses, truth, *geometry, likes=likes)
+        for m in METRICS_TXT_KEYS.values():
+            if suffix and m not in ("n_likes", "precision", "recall"):
+                continue
+            total = math.nan if suffix else txt.get(m, math.nan)
+            rows.append({"metric": m + suffix, "metrics_txt": total,
+                         "from_records": theirs[m], "from_replay": ours[m]})  # fmt: skip
+    metrics = pd.DataFrame(rows)
+    return ReplayResult(exposures, sessions, agreement, disagreements, metrics, truncated, log)
