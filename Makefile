@@ -20,7 +20,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup reproduce report smoke test test-fast lint strip clean help
+.PHONY: setup setup-server reproduce report smoke test test-fast lint strip clean help
 .DEFAULT_GOAL := help
 
 help:  ## list the commands
@@ -35,6 +35,9 @@ $(STAMP): pyproject.toml $(RUNTIME_BUILD)
 	$(BIN)/python -m pip install --quiet -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+
+setup-server: $(STAMP)  ## also build llama.cpp's llama-server (RECAGENTS_LOCAL_RUNTIME=llama-server)
+	$(BIN)/python $(RUNTIME_BUILD) install --server
 
 reproduce: $(BUILT)  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, docs/
 	$(MAKE) --no-print-directory report

@@ -140,7 +140,12 @@ def runtime_summary() -> str:
         kernels = ", ".join(f.removesuffix(" = 1").split(":")[-1].strip() for f in features)
     except Exception as error:  # noqa: BLE001 - informational only
         kernels = f"unknown ({type(error).__name__})"
-    return f"{build}; CPU kernels: {kernels}"
+    from recagents.llm.local import local_runtime, local_slots
+
+    server = f"server: {local_runtime()}"
+    if local_runtime() == "llama-server":
+        server += f" ({local_slots()} slots, {record.get('server') if record else 'not built'})"
+    return f"{build}; CPU kernels: {kernels}; {server}"
 
 
 def serve(port: int) -> int:

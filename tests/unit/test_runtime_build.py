@@ -51,6 +51,9 @@ def test_this_environment_holds_the_portable_build() -> None:
     assert record["key"] == runtime_build.build_key()
     assert record["version"] == runtime_build.installed_version()
     assert Path(record["wheel"]).name.startswith("llama_cpp_python-")
+    if record.get("server"):  # built only on request (`install --server`)
+        assert Path(record["server"]).is_file()
+        assert Path(record["server"]).parent == runtime_build.server_dir()
 
 
 def test_loaded_library_has_no_amx_or_avx512_kernels() -> None:
@@ -71,15 +74,23 @@ def test_loaded_library_has_no_amx_or_avx512_kernels() -> None:
 def test_install_is_skipped_when_the_record_matches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = {"key": runtime_build.build_key(), "version": "0.3.36"}
+    server = tmp_path / "llama-server"
+    record = {"key": runtime_build.build_key(), "version": "0.3.36", "server": str(server)}
     (tmp_path / runtime_build.RECORD_NAME).write_text(json.dumps(record))
     monkeypatch.setattr(runtime_build.sys, "prefix", str(tmp_path))
     monkeypatch.setattr(runtime_build, "installed_version", lambda: "0.3.36")
+    monkeypatch.setattr(runtime_build, "ensure_server", lambda version: server)
 
     def no_build(*_: Any, **__: Any) -> Path:
         raise AssertionError("must not build")
 
     monkeypatch.setattr(runtime_build, "ensure_wheel", no_build)
+    assert runtime_build.install("0.3.36", server=True) == record
+    # Asked for the server, a record without it is not current: the wheel is installed again.
+    del record["server"]
+    (tmp_path / runtime_build.RECORD_NAME).write_text(json.dumps(record))
+    with pytest.raises(AssertionError, match="must not build"):
+        runtime_build.install("0.3.36", server=True)
     assert runtime_build.install("0.3.36") == record
 
 
@@ -95,6 +106,9 @@ def test_a_build_of_other_flags_is_replaced(
     wheel = tmp_path / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"
     wheel.write_bytes(b"wheel")
     monkeypatch.setattr(runtime_build, "ensure_wheel", lambda version: wheel)
+    server = tmp_path / "llama-server"
+    server.write_bytes(b"binary")
+    monkeypatch.setattr(runtime_build, "ensure_server", lambda version: server)
     commands: list[list[str]] = []
 
     def fake_run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
@@ -102,10 +116,11 @@ def test_a_build_of_other_flags_is_replaced(
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(runtime_build.subprocess, "run", fake_run)
-    record = runtime_build.install("0.3.36")
+    record = runtime_build.install("0.3.36", server=True)
     assert commands and "--force-reinstall" in commands[0] and str(wheel) in commands[0]
     assert "--no-cache-dir" in commands[0]
     assert record["key"] == runtime_build.build_key("0.3.36")
+    assert record["server"] == str(server) and len(record["server_sha256"]) == 64
     assert json.loads((tmp_path / runtime_build.RECORD_NAME).read_text()) == record
 
 
@@ -124,3 +139,44 @@ def test_a_cached_wheel_is_reused_without_building(
 
     monkeypatch.setattr(runtime_build.subprocess, "run", no_run)
     assert runtime_build.ensure_wheel("0.3.36") == wheel
+
+
+def test_the_server_build_has_its_own_folder_and_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama-server's flags extend the wheel's (same kernels) and never fetch a web UI."""
+    monkeypatch.setenv(runtime_build.WHEEL_DIR_ENV, str(tmp_path))
+    folder = runtime_build.server_dir("0.3.36")
+    assert folder.parent == tmp_path and folder.name.startswith("llama-server-0.3.36-")
+    assert folder.name != f"llama_cpp_python-0.3.36-{runtime_build.build_key('0.3.36')}"
+    assert {"-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_CURL=OFF"} <= set(runtime_build.SERVER_ARGS)
+
+
+def test_a_built_server_is_reused_without_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(runtime_build.WHEEL_DIR_ENV, str(tmp_path))
+    folder = runtime_build.server_dir("0.3.36")
+    folder.mkdir(parents=True)
+    (folder / runtime_build.SERVER_BINARY).write_bytes(b"binary")
+
+    def no_run(*_: Any, **__: Any) -> None:
+        raise AssertionError("must not build")
+
+    monkeypatch.setattr(runtime_build.subprocess, "run", no_run)
+    assert runtime_build.ensure_server("0.3.36") == folder / runtime_build.SERVER_BINARY
+
+
+def test_a_failed_server_build_names_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip download fails (offline, say): one clear error, and no binary is left behind."""
+    monkeypatch.setenv(runtime_build.WHEEL_DIR_ENV, str(tmp_path))
+
+    def failing(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(command, 1)
+
+    monkeypatch.setattr(runtime_build.subprocess, "run", failing)
+    with pytest.raises(runtime_build.RuntimeBuildError, match="downloading the llama-cpp-python"):
+        runtime_build.ensure_server("0.3.36")
+    assert not (runtime_build.server_dir("0.3.36") / runtime_build.SERVER_BINARY).exists()
