@@ -557,7 +557,7 @@ def interval_plot(
         label = "\n".join([label, *captions])
         fig.set_figheight(fig.get_figheight() + 0.2 * label.count("\n"))
     ax.set(title=title, xlabel=label)
-    if drawn:  # reference markers sit anywhere on the axis: keep the legend off it
+    if drawn or (hue and len(groups) > 1):  # markers or several series: keep the legend off
         fig.set_figwidth(fig.get_figwidth() + 2.6)
         ax.legend(title=hue, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
     elif hue:
