@@ -210,21 +210,32 @@ def scaling_figure(
     colors = dict(zip(methods, sns.color_palette("colorblind", len(methods)), strict=True))
     sizes = sorted(frame["n_candidates"].unique())
     styles = dict(zip(sizes, ["-", "--", ":", "-."] * len(sizes), strict=False))
+    markers = dict(zip(sizes, ["o", "s", "^", "D"] * len(sizes), strict=False))
     fig, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 3.6), squeeze=False)
     for ax, quantity in zip(axes[0], shown, strict=True):
         part = frame[frame["quantity"] == quantity]
+        drawn: dict[tuple, list[str]] = {}
         for (method, n_candidates), group in part.groupby(["method", "n_candidates"], sort=False):
             group = group.sort_values("n_users")
+            label = f"{method}, {n_candidates} candidates"
             ax.plot(
-                group["n_users"], group[value], marker="o", color=colors[method],
-                linestyle=styles[n_candidates], label=f"{method}, {n_candidates} candidates",
+                group["n_users"], group[value], marker=markers[n_candidates],
+                color=colors[method], linestyle=styles[n_candidates], label=label,
             )  # fmt: skip
+            key = (n_candidates, *zip(group["n_users"], group[value].round(9), strict=True))
+            drawn.setdefault(key, []).append(method)
         title, unit = QUANTITY_LABELS.get(quantity, (quantity, quantity))
         per = " per user" if value == "per_user" else ""
         ax.set(xlabel="users", ylabel=f"{unit}{per}", title=title)
         ax.set_ylim(bottom=0)
         integer_axis(ax, "x")
-        note_if_degenerate(ax, part[value], "sizes")
-    axes[0][-1].legend(fontsize=7, loc="best")
-    fig.tight_layout()
+        if note_if_degenerate(ax, part[value], "sizes") is None:
+            same = [" = ".join(names) for names in drawn.values() if len(names) > 1]
+            if same:  # lines drawn on top of each other: say so instead of hiding one
+                ax.text(0.98, 0.04, "same values: " + "; ".join(same), transform=ax.transAxes,
+                        ha="right", va="bottom", fontsize=7, wrap=True)  # fmt: skip
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(4, len(labels)),
+               bbox_to_anchor=(0.5, -0.02))  # fmt: skip
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig

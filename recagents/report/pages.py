@@ -48,9 +48,10 @@ _PROGRESS = re.compile(r"\d+%\|")
 def publishable(nb: object) -> object:
     r"""A copy of an executed notebook fit to publish: no progress bars, no run metadata.
 
-    Progress bars (stderr streams drawn with ``\r`` or ``NN%|``) and papermill's and
-    Jupyter's execution metadata (times, durations, kernel state) are dropped; every other
-    output is kept as it is.
+    Progress bars (stderr lines drawn with ``\r`` or ``NN%|``) and papermill's and Jupyter's
+    execution metadata (times, durations, kernel state) are dropped, consecutive pieces of
+    one stream are merged, and papermill's injected cell gets a fixed id; every other output
+    is kept as it is.
     """
     import copy
 
@@ -59,18 +60,40 @@ def publishable(nb: object) -> object:
     for cell in clean.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
-        if cell.cell_type != "code":
-            continue
-        cell.outputs = [
-            out
-            for out in cell.outputs
-            if not (
-                out.get("output_type") == "stream"
-                and out.get("name") == "stderr"
-                and ("\r" in out.get("text", "") or _PROGRESS.search(out.get("text", "")))
-            )
-        ]
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.id = "injected-parameters"  # papermill draws a new random id every run
+        if cell.cell_type == "code":
+            cell.outputs = _stable_streams(cell.outputs)
     return clean
+
+
+def _stable_streams(outputs: list) -> list:
+    """Outputs without progress-bar lines, with consecutive streams of one name merged.
+
+    How a kernel splits a stream into messages depends on timing, so two runs that print the
+    same text can store it in different pieces; merged, they render the same.
+    """
+    kept: list = []
+    for out in outputs:
+        if out.get("output_type") != "stream":
+            kept.append(out)
+            continue
+        text = out.get("text", "")
+        if out.get("name") == "stderr":
+            lines = re.split(r"(?<=\n)|\r", text)
+            text = "".join(line for line in lines if not _PROGRESS.search(line))
+            if not text.strip():
+                continue
+        if (
+            kept
+            and kept[-1].get("output_type") == "stream"
+            and kept[-1].get("name") == out.get("name")
+        ):
+            kept[-1]["text"] = kept[-1].get("text", "") + text
+        else:
+            out["text"] = text  # ``nb`` is already a copy: its nodes may change
+            kept.append(out)
+    return kept
 
 
 def _stable(text: str) -> str:

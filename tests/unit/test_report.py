@@ -494,12 +494,18 @@ def test_published_pages_drop_progress_bars_and_survive_an_unchanged_rerun(tmp_p
     path = write_executed(build / "01_tiny.ipynb", {"model": "m"}, title="01 · Tiny")
 
     def executed(seconds: float) -> None:
+        """One run: its timings, its random injected-cell id, its own split of one stream."""
         nb = nbformat.read(path, as_version=4)
+        pieces = ["trained in ", f"{seconds} s\n"] if seconds < 2 else [f"trained in {seconds} s\n"]
         nb.cells[1].outputs = [
             nbformat.v4.new_output("stream", name="stderr", text="epoch 3: 40%|####  | 2/5\r"),
-            nbformat.v4.new_output("stream", name="stdout", text=f"trained in {seconds} s\n"),
+            *(nbformat.v4.new_output("stream", name="stdout", text=p) for p in pieces),
         ]
         nb.cells[1].metadata["execution"] = {"iopub.status.busy": f"2030-01-01T00:00:{seconds}"}
+        injected = nbformat.v4.new_code_cell("PROFILE = 'default'")
+        injected.metadata["tags"] = ["injected-parameters"]
+        nb.cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+        nb.cells.insert(1, injected)  # papermill gives it a new random id every run
         nbformat.write(nb, path)
 
     executed(1.5)
