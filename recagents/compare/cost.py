@@ -8,6 +8,7 @@ how each cost grows.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -172,7 +173,7 @@ QUANTITY_LABELS = {
     "failed": ("Failed calls", "calls"),
     "prompt_tokens": ("Prompt tokens", "tokens"),
     "completion_tokens": ("Completion tokens", "tokens"),
-    "endpoint_s": ("Endpoint time", "seconds (recorded with each reply)"),
+    "endpoint_s": ("Endpoint time", "seconds, as recorded"),
     "wall_s": ("Wall time of this run", "seconds (cache replays included)"),
     "usd": ("Estimated price", "USD"),
 }
@@ -230,10 +231,11 @@ def scaling_figure(
         ax.set_ylim(bottom=0)
         integer_axis(ax, "x")
         if note_if_degenerate(ax, part[value], "sizes") is None:
-            same = [" = ".join(names) for names in drawn.values() if len(names) > 1]
+            same = list(dict.fromkeys(" = ".join(n) for n in drawn.values() if len(n) > 1))
             if same:  # lines drawn on top of each other: say so instead of hiding one
-                ax.text(0.98, 0.04, "same values: " + "; ".join(same), transform=ax.transAxes,
-                        ha="right", va="bottom", fontsize=7, wrap=True)  # fmt: skip
+                text = textwrap.fill("lines coincide: " + "; ".join(same), 40)
+                ax.text(0.97, 0.05, text, transform=ax.transAxes, ha="right", va="bottom",
+                        fontsize=7, bbox={"facecolor": "white", "edgecolor": "0.7"})  # fmt: skip
     handles, labels = axes[0][-1].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(4, len(labels)),
                bbox_to_anchor=(0.5, -0.02))  # fmt: skip
