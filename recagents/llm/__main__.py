@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -152,6 +153,10 @@ def serve(port: int) -> int:
     """Run the embedded server until interrupted, printing how to use it."""
     from recagents.llm.local import MODEL_ALIAS, LocalServer, default_model_path
 
+    # Ctrl-C and SIGTERM stop the server even where this process was started with SIGINT
+    # ignored (a background job of a non-interactive shell), which disables Python's handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     server = LocalServer(model_path=default_model_path(), port=port).start()
     print(f"export RECAGENTS_LLM_BASE_URL={server.base_url}")
     print(f"export RECAGENTS_LLM_MODEL={MODEL_ALIAS}")
