@@ -43,6 +43,7 @@ __all__ = [
     "cds_user_memories",
     "load_cds",
     "lastfm_candidates",
+    "lastfm_picks_listed",
     "load_lastfm",
     "released_dataset",
     "sasrec_hit_at_1",
@@ -378,6 +379,29 @@ def lastfm_candidates(
         draw.shuffle(shown)
         rows += [(sample.sample, sample.user_id, item, k) for k, item in enumerate(shown)]
     return pd.DataFrame(rows, columns=["sample", USER, ITEM, "position"])
+
+
+def lastfm_picks_listed(
+    candidates: pd.DataFrame, predictions: pd.DataFrame, titles: pd.Series
+) -> int:
+    """How many samples' lists hold SASRec's released pick (AFL's rule: names ignoring case).
+
+    The check of :func:`lastfm_candidates`: the authors' SASRec chose its pick *from* each of
+    their lists, so lists drawn as theirs hold every pick; other lists hold only the hits
+    (the pick is the target) and chance.
+
+    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
+
+    Args:
+        candidates: :func:`lastfm_candidates` (``sample``, ``item_id``).
+        predictions: :func:`load_lastfm`'s predictions (``sample``, ``prior_name``).
+        titles: Artist name by item id.
+    """
+    names = candidates.groupby("sample")[ITEM].agg(
+        lambda items: {str(titles[i]).strip().casefold() for i in items}
+    )
+    picks = predictions.set_index("sample")["prior_name"].astype(str).str.strip().str.casefold()
+    return int(sum(picks[k] in names[k] for k in names.index if k in picks.index))
 
 
 def sasrec_hit_at_1(

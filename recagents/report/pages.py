@@ -12,6 +12,7 @@ leaves ``docs/`` unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import os
 import re
@@ -96,6 +97,24 @@ def _stable_streams(outputs: list) -> list:
     return kept
 
 
+_STYLE = re.compile(r"<style[^>]*>(.*?)</style>\s*", re.S)
+
+
+def _shared_styles(page: str) -> tuple[str, str, str]:
+    """The page with its ``<head>`` styles moved to one shared sheet; the sheet's name and CSS.
+
+    nbconvert inlines about 260 kB of the same CSS in every page; the pages link one copy,
+    named by its content's hash so pages rendered by another nbconvert get their own.
+    """
+    head, sep, rest = page.partition("</head>")
+    if not sep or not _STYLE.search(head):
+        return page, "", ""
+    css = "\n".join(block.strip() for block in _STYLE.findall(head)) + "\n"
+    name = f"nbconvert-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
+    link = f'<link rel="stylesheet" href="{name}">\n'
+    return _STYLE.sub("", head) + link + sep + rest, name, css
+
+
 def _stable(text: str) -> str:
     for pattern in _VOLATILE:
         text = pattern.sub("~", text)
@@ -135,6 +154,7 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     exporter = HTMLExporter()
+    stylesheets: set[str] = set()
     entries: list[tuple[str, str, str]] = []  # (stem, title, html link or "")
     problems: dict[str, str] = {}
     for path in (Path(p) for p in notebooks):
@@ -152,6 +172,10 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
             problems[path.stem] = f"could not be rendered: {type(error).__name__}: {error}"
             continue
         target = out_dir / f"{path.stem}.html"
+        body, sheet, css = _shared_styles(body)
+        if sheet:
+            stylesheets.add(sheet)
+            _write_if_changed(out_dir / sheet, css)
         _write_if_changed(target, body)
         entries.append((path.stem, title, target.name))
 
@@ -166,6 +190,9 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
     else:
         figures_note = f"No figures folder at {figures_dir}." if figures_dir else "No figures."
 
+    for stale in out_dir.glob("nbconvert-*.css"):  # a style sheet no page links any more
+        if stale.name not in stylesheets:
+            stale.unlink()
     index = out_dir / "index.html"
     _write_if_changed(index, _index_html(entries, problems, figures, figures_note, href))
     return index

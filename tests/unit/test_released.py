@@ -20,6 +20,7 @@ from recagents.released import (
     cds_item_memory_versions,
     cds_user_memories,
     lastfm_candidates,
+    lastfm_picks_listed,
     load_cds,
     load_lastfm,
     sasrec_hit_at_1,
@@ -200,14 +201,10 @@ def test_lastfm_candidates_are_the_released_evaluations_lists(
     assert not any(set(by_sample.loc[k, "history"]) & set(lists[k]) for k in lists.index)
     titles = dataset.items.set_index(ITEM)[TITLE]  # type: ignore[union-attr]
 
-    def picks_inside(frame: pd.DataFrame) -> int:
-        names = frame.groupby("sample")[ITEM].agg(lambda s: {titles[i].casefold() for i in s})
-        picks = predictions.set_index("sample")["prior_name"].str.strip().str.casefold()
-        return sum(picks[k] in names[k] for k in names.index)
-
-    assert picks_inside(drawn) == 122
+    assert lastfm_picks_listed(drawn, predictions, titles) == 122
     # Another seed: only the hits (the pick is the target, always listed) and chance remain.
-    assert picks_inside(lastfm_candidates(samples, seed=304)) < 50
+    other = lastfm_candidates(samples, seed=304)
+    assert lastfm_picks_listed(other, predictions, titles) < 50
     from recagents.papers import afl
 
     built = afl.released_samples(samples, drawn, predictions, titles.to_dict())

@@ -512,6 +512,10 @@ def test_published_pages_drop_progress_bars_and_survive_an_unchanged_rerun(tmp_p
     render_html([path], None, out)
     page = (out / "01_tiny.html").read_text()
     assert "trained in 1.5 s" in page and "40%|" not in page and "iopub" not in page
+    # nbconvert's CSS is written once and linked, not inlined in every page.
+    (sheet,) = out.glob("nbconvert-*.css")
+    head = page.split("</head>")[0]
+    assert f'href="{sheet.name}"' in head and "<style" not in head and sheet.stat().st_size > 1000
     before = {f.name: f.read_bytes() for f in out.iterdir()}
     executed(2.7)
     render_html([path], None, out)
