@@ -15,9 +15,17 @@ PACKAGE := $(shell find recagents -name "*.py" -o -name "*.json")
 # Saved splits, candidates and trained models live in the repository, not in $HOME.
 export RECAGENTS_CACHE_DIR ?= $(CURDIR)/.cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
-# llama-cpp-python builds from source once per machine (about 5 minutes on two cores) with the
-# portable flags of recagents/llm/runtime_build.py, into ~/.cache/recagents/wheels, never pip's cache.
+# llama-cpp-python and llama.cpp's llama-server build from source once per machine (about
+# 15 minutes on two cores) with the portable flags of recagents/llm/runtime_build.py, into
+# ~/.cache/recagents/wheels, never pip's cache.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+# The embedded llama-server and torch take every core; under `make -jN` (N > 1) notebooks run
+# side by side, so each notebook's server and torch get one thread unless
+# RECAGENTS_LOCAL_N_THREADS / OMP_NUM_THREADS say otherwise: spinning threads on shared cores
+# slow each other down many times over (MAKEFLAGS names -j only inside a recipe).
+SHARE_CORES = case " $(MAKEFLAGS) " in *" -j1 "*) ;; *" -j"*) \
+  export RECAGENTS_LOCAL_N_THREADS=$${RECAGENTS_LOCAL_N_THREADS:-1} \
+  OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1};; esac;
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: setup setup-server reproduce report smoke test test-fast lint strip clean help
@@ -31,15 +39,23 @@ setup: $(STAMP)  ## install the pinned environment into .venv (only when the pin
 $(STAMP): pyproject.toml $(RUNTIME_BUILD)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip==24.3.1"
-	$(BIN)/python $(RUNTIME_BUILD) install
+	$(BIN)/python $(RUNTIME_BUILD) install --server
 	$(BIN)/python -m pip install --quiet -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-setup-server: $(STAMP)  ## also build llama.cpp's llama-server (RECAGENTS_LOCAL_RUNTIME=llama-server)
+setup-server: $(STAMP)  ## (re)build llama.cpp's llama-server, the default runtime (setup does it)
 	$(BIN)/python $(RUNTIME_BUILD) install --server
 
-reproduce: $(BUILT)  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, docs/
+# `make -j2 reproduce` starts the longest notebooks first, so that the last to start is short.
+# Cold durations under `make -j2` (2026-12-06): 01 27, 03 26, 06 about 30, 02 16, 04 15, 05 7,
+# 00 6.5 min. A notebook not named here starts last; one that needs a model another is
+# training waits for it and loads it, whatever the order.
+LONGEST_FIRST := 01_agentcf 03_afl 06_cross_paper 02_agent4rec 04_interecagent \
+  05_rec4agentverse 00_data_and_baselines
+NAMED := $(foreach name,$(LONGEST_FIRST),$(filter build/$(name).ipynb,$(BUILT)))
+
+reproduce: $(NAMED) $(filter-out $(NAMED),$(BUILT))  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, docs/
 	$(MAKE) --no-print-directory report
 
 report: $(STAMP)  ## REPRODUCTION.md and the HTML pages in docs/ from the notebooks executed in build/
@@ -48,14 +64,14 @@ report: $(STAMP)  ## REPRODUCTION.md and the HTML pages in docs/ from the notebo
 
 build/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	@mkdir -p build
-	RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(BIN)/papermill --cwd notebooks \
+	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(BIN)/papermill --cwd notebooks \
 	  -p PROFILE default $< $@
 
 smoke: $(SMOKE)  ## run every notebook with the small CI profile into build/smoke/
 
 build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	@mkdir -p build/smoke
-	RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(BIN)/papermill --cwd notebooks \
+	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(BIN)/papermill --cwd notebooks \
 	  -p PROFILE smoke $< $@
 
 test: export RECAGENTS_FIGURES_DIR = $(CURDIR)/build/smoke/figures

@@ -44,8 +44,11 @@ __all__ = [
     "ranking_schema",
 ]
 
-#: Rank given to a candidate the model left out, under the paper's ("faithful") scorer: the
-#: official code scores it -10000, tied with every item outside the candidate list.
+#: First rank given to the candidates the model left out, under the paper's ("faithful")
+#: scorer: the official code scores them -10000, tied with every item outside the candidate
+#: list, so they rank beyond any cut-off; they take ranks from here on in candidate order
+#: (distinct ranks, which the metrics require; no cut-off reaches them, so the order among
+#: them changes no metric but MRR, by less than 1e-6).
 FAITHFUL_MISSING_RANK = 1_000_000
 
 
@@ -144,7 +147,7 @@ def ranking_frame(
     - ``repaired`` (ours): placed after all ranked ones in a seeded random order, so leaving
       the positive out costs what a random placement among the rest would;
     - ``faithful`` (the official code): scored -10000 and tied with every item outside the
-      list, i.e. ranked beyond any cut-off (:data:`FAITHFUL_MISSING_RANK`).
+      list, i.e. ranked beyond any cut-off (from :data:`FAITHFUL_MISSING_RANK` on).
 
     Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
     """
@@ -157,7 +160,7 @@ def ranking_frame(
     missing = np.array(parse.missing, dtype=int)
     if len(missing):
         if scorer == "faithful":
-            rank[missing] = FAITHFUL_MISSING_RANK
+            rank[missing] = FAITHFUL_MISSING_RANK + np.arange(len(missing))
             score[missing] = -10000.0
         else:
             shuffled = np.random.default_rng(seed).permutation(missing)

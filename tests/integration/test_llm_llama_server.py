@@ -40,7 +40,7 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def built() -> Path:
-    """This environment's llama-server; optional (`make setup-server` builds it, CI does)."""
+    """This environment's llama-server, the default runtime (`make setup` builds it)."""
     try:
         return server_binary()
     except LocalServerError as error:

@@ -57,8 +57,9 @@ def _chat(base_url: str, messages: list[dict[str, str]], **extra: Any) -> str:
 
 
 def _answers(port: int) -> bool:
+    """Whether a server answers on ``port`` (a page both runtimes serve)."""
     try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/docs", timeout=2).close()
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).close()
     except (OSError, ValueError):
         return False
     return True
@@ -217,7 +218,7 @@ def test_singleton_is_reused_and_restarted(
 
 
 def test_thread_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = LocalServer(model_path=tmp_path / "m.gguf")
+    server = LocalServer(model_path=tmp_path / "m.gguf", runtime="llama-cpp-python")
     monkeypatch.setenv("RECAGENTS_LOCAL_N_THREADS", "3")
     command = server.command()
     assert command[command.index("--n_threads") + 1] == "3"

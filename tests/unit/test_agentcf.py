@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from recagents import metrics
 from recagents.columns import GENRES, ITEM, RANK, RATING, SCORE, TIMESTAMP, USER
 from recagents.data import Dataset, DatasetError
 from recagents.llm.cache import PRICES
@@ -833,11 +834,18 @@ def test_ranking_frame_faithful_sinks_missing():
     parse = parse_ranking({"ranking": [3, 3, 9]}, 4)
     frame = ranking_frame("u", items, parse, "faithful")
     rank = dict(zip(frame[ITEM], frame[RANK], strict=True))
-    assert rank == {"c": 1, "a": FAITHFUL_MISSING_RANK, "b": FAITHFUL_MISSING_RANK,
-                    "d": FAITHFUL_MISSING_RANK}  # fmt: skip
+    assert rank == {"c": 1, "a": FAITHFUL_MISSING_RANK, "b": FAITHFUL_MISSING_RANK + 1,
+                    "d": FAITHFUL_MISSING_RANK + 2}  # fmt: skip
+    assert (frame.set_index(ITEM).loc[["a", "b", "d"], SCORE] == -10000.0).all()
     assert FAITHFUL_MISSING_RANK > len(items)
     failed = ranking_frame("u", items, parse_ranking(None, 4), "faithful")
-    assert (failed[RANK] == FAITHFUL_MISSING_RANK).all()
+    assert (failed[RANK] >= FAITHFUL_MISSING_RANK).all()
+    # Several left out: still one rank per item, so the metrics accept it; a positive left
+    # out scores 0 at every cut-off, a positive ranked first scores 1.
+    for positive, expected in (("a", 0.0), ("c", 1.0)):
+        truth = pd.DataFrame({USER: ["u"], ITEM: [positive]})
+        scores = metrics.ranking_metrics(frame, truth, ks=(1, 4), metrics=("ndcg", "hr"))
+        assert scores[["ndcg@1", "ndcg@4", "hr@4"]].iloc[0].tolist() == [expected] * 3
     repaired = ranking_frame("u", items, parse_ranking(None, 4), "repaired", seed=1)
     assert sorted(repaired[RANK]) == [1, 2, 3, 4]
 

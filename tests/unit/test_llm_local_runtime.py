@@ -29,15 +29,37 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def test_the_runtime_defaults_to_llama_cpp_python_and_is_checked(
-    monkeypatch: pytest.MonkeyPatch,
+def test_the_runtime_defaults_to_llama_server_where_built_and_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert local.local_runtime() == "llama-cpp-python"
+    binary = tmp_path / "llama-server"
+    monkeypatch.setattr(runtime_build, "recorded_build", lambda: {"server": str(binary)})
+    assert local.local_runtime() == "llama-cpp-python"  # recorded, but the file is gone
+    binary.write_bytes(b"")
+    assert local.local_runtime() == "llama-server"
+    monkeypatch.setattr(runtime_build, "recorded_build", lambda: None)
+    assert local.local_runtime() == "llama-cpp-python"  # never built: the fallback
     monkeypatch.setenv(local.RUNTIME_ENV, "llama-server")
     assert local.local_runtime() == "llama-server"
     monkeypatch.setenv(local.RUNTIME_ENV, "vllm")
     with pytest.raises(LocalServerError, match="must be one of llama-cpp-python, llama-server"):
         local.local_runtime()
+
+
+def test_llama_server_takes_every_core_and_llama_cpp_python_half(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(local.THREADS_ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3}, raising=False)
+    assert local._default_threads("llama-server") == 4
+    assert local._default_threads("llama-cpp-python") == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(32)), raising=False)
+    assert local._default_threads("llama-server") == 8  # a 135M model gains little from more
+    monkeypatch.setenv(local.THREADS_ENV, "1")
+    assert local._default_threads("llama-server") == 1
+    monkeypatch.setenv(local.THREADS_ENV, "none")
+    with pytest.raises(LocalServerError, match="must be a positive integer"):
+        local._default_threads("llama-server")
 
 
 def test_slots_are_one_for_llama_cpp_python_and_checked_for_llama_server(
@@ -101,6 +123,7 @@ def test_the_client_keeps_as_many_requests_in_flight_as_there_are_slots(
 ) -> None:
     config = dataclasses.replace(settings(), llm_base_url=None, llm_model=None)
     client = LLMClient(config=config, cache=False)
+    monkeypatch.setenv(local.RUNTIME_ENV, "llama-cpp-python")
     assert client.default_concurrency == 1
     monkeypatch.setenv(local.RUNTIME_ENV, "llama-server")
     monkeypatch.setenv(local.SLOTS_ENV, "3")

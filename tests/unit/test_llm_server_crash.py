@@ -70,7 +70,11 @@ def _server(tmp_path: Path, survive: int) -> CrashingServer:
     model = tmp_path / "model.gguf"
     model.write_bytes(b"not a model")
     return CrashingServer(
-        model_path=model, log_path=tmp_path / "server.log", startup_timeout_s=20, survive=survive
+        model_path=model,
+        log_path=tmp_path / "server.log",
+        startup_timeout_s=20,
+        survive=survive,
+        runtime="llama-cpp-python",  # the stand-in speaks llama_cpp.server's pages
     )
 
 

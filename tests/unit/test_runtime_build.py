@@ -51,7 +51,7 @@ def test_this_environment_holds_the_portable_build() -> None:
     assert record["key"] == runtime_build.build_key()
     assert record["version"] == runtime_build.installed_version()
     assert Path(record["wheel"]).name.startswith("llama_cpp_python-")
-    if record.get("server"):  # built only on request (`install --server`)
+    if record.get("server"):  # `install --server`, as `make setup` runs it
         assert Path(record["server"]).is_file()
         assert Path(record["server"]).parent == runtime_build.server_dir()
 
