@@ -284,6 +284,13 @@ def test_paper_figures_flag_flat_panels():
         hit, share = figures[2].axes[:2]
         assert [t.get_gid() for t in hit.texts] == [plotting.NOTE_GID] and not share.texts
         assert share.get_ylim()[0] < 0.0 and share.get_ylim()[1] > 1.0, "shares on 0-1"
+        never = pd.DataFrame(
+            {"stage": [1, 2], "mode": "template", "metric": "turns_needed",
+             "mean": [2.6, 1.5], "low": [2.0, 1.0], "high": [3.0, 2.0]}
+        )  # fmt: skip
+        figures.append(stage_figure(never, max_turns=2))  # 3 = never satisfied within 2 turns
+        low, high = figures[3].axes[0].get_ylim()
+        assert low < 1.0 and high > 3.0, "turns from 1 to max_turns + 1 stay on the axis"
     finally:
         for figure in figures:
             plt.close(figure)

@@ -95,8 +95,8 @@ def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | Non
     """One small panel per metric: mean and 95% interval by stage, one line per mode.
 
     Share metrics are drawn on their full 0-1 scale and ``turns_needed`` from 1 (to
-    ``max_turns`` when given), with whole-number ticks; a panel whose values are all equal
-    (e.g. no hit at any stage) says so instead of zooming on a flat line.
+    ``max_turns + 1``, "never satisfied", when given), with whole-number ticks; a panel whose
+    values are all equal (e.g. no hit at any stage) says so instead of zooming on a flat line.
 
     Taught in: notebook 05, section 4 "Stage comparison".
     """
@@ -109,7 +109,8 @@ def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | Non
     rows = int(np.ceil(len(metrics) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 3.0 * rows), squeeze=False)
     modes = list(dict.fromkeys(comparison["mode"])) if "mode" in comparison else [None]
-    turns = {"turns_needed": (1.0, float(max_turns))} if max_turns and max_turns > 1 else {}
+    # A session never satisfied scores max_turns + 1 (evaluate.turns_needed): keep it on the axis.
+    turns = {"turns_needed": (1.0, float(max_turns + 1))} if max_turns else {}
     scales = _METRIC_SCALES | turns
     for ax, metric in zip(axes.flat, metrics, strict=False):
         part = comparison[comparison["metric"] == metric]
