@@ -141,11 +141,13 @@ def runtime_summary() -> str:
         kernels = ", ".join(f.removesuffix(" = 1").split(":")[-1].strip() for f in features)
     except Exception as error:  # noqa: BLE001 - informational only
         kernels = f"unknown ({type(error).__name__})"
-    from recagents.llm.local import local_runtime, local_slots
+    from recagents.llm.local import fallback_notice, local_runtime, local_slots
 
     server = f"server: {local_runtime()}"
     if local_runtime() == "llama-server":
         server += f" ({local_slots()} slots, {record.get('server') if record else 'not built'})"
+    elif notice := fallback_notice():
+        server += f" ({notice})"
     return f"{build}; CPU kernels: {kernels}; {server}"
 
 

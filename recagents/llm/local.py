@@ -55,6 +55,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,6 +243,21 @@ def local_runtime() -> str:
     if runtime not in RUNTIMES:
         raise LocalServerError(f"{RUNTIME_ENV}={runtime!r} must be one of {', '.join(RUNTIMES)}")
     return runtime
+
+
+def fallback_notice() -> str | None:
+    """Why the embedded model runs on the slower fallback runtime, or ``None`` if it does not.
+
+    Set when ``RECAGENTS_LOCAL_RUNTIME`` is unset and this environment has no llama-server
+    build, so the one-slot llama-cpp-python server answers (a plain ``pip install``).
+    """
+    if os.environ.get(RUNTIME_ENV, "").strip() or _server_is_built():
+        return None
+    return (
+        f"llama-server is not built in this environment, so the embedded model runs on "
+        f"{FALLBACK_RUNTIME}'s one-slot server, which is slower: `make setup-server` "
+        f"builds it, or set {RUNTIME_ENV}={FALLBACK_RUNTIME} to choose it and silence this"
+    )
 
 
 def _server_is_built() -> bool:
@@ -548,6 +564,9 @@ class LocalServer:
                     port_raced = "address already in use" in str(error).lower()
                     if attempt + 1 == attempts or not port_raced:
                         raise
+            notice = fallback_notice() if self.runtime is None else None
+            if notice:
+                warnings.warn(notice, RuntimeWarning, stacklevel=2)
             if not self._atexit_registered:
                 atexit.register(self.stop)
                 self._atexit_registered = True

@@ -173,3 +173,19 @@ def test_the_server_ends_with_its_bootstrap_even_when_that_is_killed(tmp_path: P
     process.kill()  # no handler runs: PR_SET_PDEATHSIG ends the child
     process.wait(timeout=20)
     assert _gone(child)
+
+
+def test_the_fallback_runtime_is_announced_only_when_chosen_silently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime_build, "recorded_build", lambda: None)
+    notice = local.fallback_notice()
+    assert notice is not None and "make setup-server" in notice
+    assert local.FALLBACK_RUNTIME in notice
+    monkeypatch.setenv(local.RUNTIME_ENV, "llama-cpp-python")  # chosen on purpose: no notice
+    assert local.fallback_notice() is None
+    monkeypatch.delenv(local.RUNTIME_ENV)
+    binary = tmp_path / "llama-server"
+    binary.write_bytes(b"")
+    monkeypatch.setattr(runtime_build, "recorded_build", lambda: {"server": str(binary)})
+    assert local.fallback_notice() is None
