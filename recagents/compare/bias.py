@@ -215,6 +215,7 @@ def shared_rankers(
     run_methods: Callable[[Protocol], Mapping[str, MethodRun]],
     protocol: Protocol,
     methods: Sequence[str],
+    context: Protocol | None = None,
 ) -> dict[str, Callable[[pd.DataFrame], pd.DataFrame]]:
     """Rank functions for :func:`position_sensitivity` from an adapter that runs several methods.
 
@@ -224,6 +225,12 @@ def shared_rankers(
     :meth:`Protocol.with_candidates`), runs the adapter once per distinct order for all
     ``methods`` together, and returns its own method's frame.
 
+    With ``context`` (the protocol ``protocol`` was cut from with :meth:`Protocol.for_users`)
+    the adapter runs on all of the context's users: the probed users' candidates in the order
+    given, everyone else's as saved. A method that learns from its users, as AgentCF trains
+    its agents, then learns exactly what it learnt in the main run (its cached replies), and
+    only the probed users' rankings are new; the frames returned keep the probed users only.
+
     Taught in: notebook 06, section 5 "Position sensitivity".
 
     Args:
@@ -231,6 +238,7 @@ def shared_rankers(
             ``lambda p: run_agentcf(p, train_steps=1, client=client)``.
         protocol: The protocol whose candidates are re-presented.
         methods: The methods of the adapter to probe.
+        context: The full protocol to run the adapter on (default: ``protocol`` alone).
 
     Returns:
         Method -> ``rank(candidates) -> [user_id, item_id, score, rank]``.
@@ -238,6 +246,8 @@ def shared_rankers(
     Raises:
         KeyError: When called, if the adapter did not return the method.
     """
+    if context is not None and not set(protocol.users) <= set(context.users):
+        raise ValueError("context must hold every user of the probed protocol")
     runs_by_order: dict[tuple[Any, ...], Mapping[str, MethodRun]] = {}
 
     def ranker(method: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
@@ -245,12 +255,29 @@ def shared_rankers(
             shown = candidates.sort_values([USER, POSITION], kind="stable")
             key = tuple(zip(shown[USER], shown[ITEM], strict=True))
             if key not in runs_by_order:
-                runs_by_order[key] = run_methods(protocol.with_candidates(shown))
+                base = protocol if context is None else context
+                runs_by_order[key] = run_methods(base.with_candidates(_within(shown, context)))
             runs = runs_by_order[key]
             if method not in runs:
                 raise KeyError(f"the adapter returned {sorted(runs)}, not {method!r}")
-            return runs[method].frame
+            frame = runs[method].frame
+            if context is None:
+                return frame
+            return frame[frame[USER].isin(set(shown[USER]))].reset_index(drop=True)
 
         return rank
 
     return {method: ranker(method) for method in methods}
+
+
+def _within(shown: pd.DataFrame, context: Protocol | None) -> pd.DataFrame:
+    """``shown`` in place of its users' rows of the context's candidates (users in saved order)."""
+    if context is None:
+        return shown
+    saved = context.candidates
+    rest = saved[~saved[USER].isin(set(shown[USER]))]
+    merged = pd.concat([rest, shown[saved.columns]], ignore_index=True)
+    order = {user: index for index, user in enumerate(pd.unique(saved[USER]))}
+    return merged.sort_values(USER, key=lambda users: users.map(order), kind="stable").reset_index(
+        drop=True
+    )

@@ -216,6 +216,40 @@ def test_shared_rankers_run_the_adapter_once_per_order_for_all_its_methods() -> 
         cp.shared_rankers(adapter, protocol, ["other"])["other"](protocol.candidates)
 
 
+def test_shared_rankers_in_context_rerun_only_the_probed_users_order() -> None:
+    protocol = _toy_protocol()
+    probe = protocol.for_users(protocol.users[:2])
+    shown_to_adapter: list[pd.DataFrame] = []
+
+    def adapter(p: cp.Protocol) -> dict[str, cp.MethodRun]:
+        shown_to_adapter.append(p.candidates)
+        status = pd.DataFrame({USER: p.users, "status": "ok"})
+        frame = _first_shown_ranker(p.candidates)
+        return {"first shown": cp.MethodRun("first shown", frame, RunLog(), 0.0, status)}
+
+    rank = cp.shared_rankers(adapter, probe, ["first shown"], context=protocol)["first shown"]
+    given = rank(cp.reorder_candidates(probe.candidates, "given"))
+    reversed_ = rank(cp.reorder_candidates(probe.candidates, "reversed"))
+    # the adapter saw every user of the context, the others always in their saved order
+    saved, first, second = protocol.candidates, *shown_to_adapter
+    assert first[[USER, ITEM]].equals(saved[[USER, ITEM]])  # "given" is the main run itself
+    others = ~second[USER].isin(probe.users)
+    assert (
+        second[others][[USER, ITEM]]
+        .reset_index(drop=True)
+        .equals(saved[~saved[USER].isin(probe.users)][[USER, ITEM]].reset_index(drop=True))
+    )
+    assert pd.unique(second[USER]).tolist() == pd.unique(saved[USER]).tolist()
+    # only the probed users come back, and their order was really reversed
+    assert set(given[USER]) == set(reversed_[USER]) == set(probe.users)
+    for user in probe.users:
+        top_given = given[(given[USER] == user) & (given[RANK] == 1)][ITEM].item()
+        top_reversed = reversed_[(reversed_[USER] == user) & (reversed_[RANK] == 1)][ITEM].item()
+        assert top_given != top_reversed
+    with pytest.raises(ValueError, match="every user"):
+        cp.shared_rankers(adapter, protocol, ["first shown"], context=probe)
+
+
 # --------------------------------------------------------------------------- cost
 
 
