@@ -48,11 +48,11 @@ setup-server: $(STAMP)  ## (re)build llama.cpp's llama-server, the default runti
 	$(BIN)/python $(RUNTIME_BUILD) install --server
 
 # `make -j2 reproduce` starts the longest notebooks first, so that the last to start is short.
-# Cold durations under `make -j2` (2026-12-06): 06 28, 01 27, 03 26, 02 16.5, 04 15.5, 05 7.5,
-# 00 6.5 min. A notebook not named here starts last; one that needs a model another is
+# Cold durations under `make -j2` (2026-12-07): 06 24, 01 22, 03 21, 02 19, 04 13, 05 10,
+# 00 8.3 min; this order puts 06, 03, 04 on one core and 01, 02, 05, 00 on the other. A notebook not named here starts last; one that needs a model another is
 # training waits for it and loads it, whatever the order.
-LONGEST_FIRST := 01_agentcf 06_cross_paper 03_afl 02_agent4rec 04_interecagent \
-  05_rec4agentverse 00_data_and_baselines
+LONGEST_FIRST := 06_cross_paper 01_agentcf 02_agent4rec 03_afl 05_rec4agentverse \
+  04_interecagent 00_data_and_baselines
 NAMED := $(foreach name,$(LONGEST_FIRST),$(filter build/$(name).ipynb,$(BUILT)))
 
 reproduce: $(NAMED) $(filter-out $(NAMED),$(BUILT))  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, docs/
