@@ -245,6 +245,7 @@ def shared_rankers(
 
     Raises:
         KeyError: When called, if the adapter did not return the method.
+        ValueError: ``context`` lacks some of the probed users.
     """
     if context is not None and not set(protocol.users) <= set(context.users):
         raise ValueError("context must hold every user of the probed protocol")

@@ -255,6 +255,25 @@ def test_scales_resolve_by_metric_name():
 # --------------------------------------------------------------------------- paper figures
 
 
+def test_a_round_curve_that_never_moves_says_so():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from recagents.papers.afl.analysis import rounds_curve_figure
+
+    flat = pd.DataFrame({"limit": [1, 2, 3], "mean": 0.2, "low": 0.1, "high": 0.4})
+    moving = flat.assign(mean=[0.2, 0.25, 0.25])
+    figures = [rounds_curve_figure(curve, {"SASRec": 0.5}) for curve in (flat, moving)]
+    try:
+        assert [" ".join(note.split()) for note in _notes(figures[0])] == [
+            "the same HR@1 at every round limit, 0.2 [0.1, 0.4]: no extra round changed a hit"
+        ]
+        assert not _notes(figures[1])
+    finally:
+        for fig in figures:
+            plt.close(fig)
+
+
 def test_paper_figures_flag_flat_panels():
     import pandas as pd
 

@@ -194,7 +194,13 @@ def rounds_curve_figure(
     """
     import matplotlib.pyplot as plt
 
-    from recagents.plotting import fixed_scale, integer_axis, note_if_degenerate, reference_line
+    from recagents.plotting import (
+        _place_note,
+        fixed_scale,
+        integer_axis,
+        note_if_degenerate,
+        reference_line,
+    )
 
     fig, ax = plt.subplots(figsize=(8.2, 4.2))
     x = curve["limit"].to_numpy()
@@ -210,7 +216,12 @@ def rounds_curve_figure(
     if scale is not None:
         fixed_scale(ax, *scale)
     values = curve[["mean", "low", "high"]].to_numpy(dtype=float)
-    note_if_degenerate(ax, values, "round limits", scale=scale, count=len(curve))
+    flat = note_if_degenerate(ax, values, "round limits", scale=scale, count=len(curve))
+    if flat is None and len(values) > 1 and (values.round(9) == values[0].round(9)).all():
+        mean, low, high = values[0]
+        note = (f"the same HR@1 at every round limit, {mean:.3g} [{low:.3g}, {high:.3g}]: "
+                "no extra round changed a hit")  # fmt: skip
+        _place_note(ax, note, float(mean), ax.get_ylim(), "y")
     integer_axis(ax, "x")
     ax.set_xticks(x)
     ax.set_xlabel("maximum rounds (1 = single recommendation agent)")
