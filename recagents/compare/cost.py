@@ -140,8 +140,15 @@ def scaling_runner(
     adapters: Mapping[str, Callable[[Protocol], MethodRun | Mapping[str, MethodRun]]],
     seed: int = 0,
     cache_dir: Path | None = None,
+    within: Protocol | None = None,
 ) -> Callable[[int, int], dict[str, MethodRun]]:
-    """A ``measure`` for :func:`cost_scaling`: a fresh protocol per size, then every adapter.
+    """A ``measure`` for :func:`cost_scaling`: a protocol per size, then every adapter.
+
+    With ``within`` (the run the costs are about), a size with its candidate count and at
+    most its users measures the first ``n_users`` of its users on its saved candidates, so
+    the calls are the run's own and replay from the cache; any other size draws a fresh
+    :func:`shared_protocol`. Each method must rank a user the same way whoever else is
+    ranked (true of the one-call-per-user rankers the cost figure measures).
 
     Taught in: notebook 06, section 6 "Cost".
 
@@ -149,15 +156,23 @@ def scaling_runner(
         dataset: The dataset.
         adapters: Name -> a function of a :class:`Protocol` returning one run (e.g.
             ``lambda p: run_llm_ranker(p, client)``) or several (e.g. :func:`run_agentcf`).
-        seed: Seed of every protocol.
+        seed: Seed of every fresh protocol.
         cache_dir: Where the candidate sets are saved.
+        within: The protocol whose users and candidates sizes reuse where they can.
 
     Returns:
         ``measure(n_users, n_candidates)`` -> method name -> run.
     """
 
     def measure(n_users: int, n_candidates: int) -> dict[str, MethodRun]:
-        protocol = shared_protocol(dataset, seed, n_users, n_candidates - 1, cache_dir)
+        if (
+            within is not None
+            and n_candidates == within.n_negatives + 1
+            and 1 <= n_users <= len(within.users)
+        ):
+            protocol = within.for_users(within.users[:n_users])
+        else:
+            protocol = shared_protocol(dataset, seed, n_users, n_candidates - 1, cache_dir)
         runs: dict[str, MethodRun] = {}
         for name, adapter in adapters.items():
             result = adapter(protocol)

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from recagents.config import Settings, settings
 from recagents.llm.cache import ResponseCache, price_for, request_key
+from recagents.llm.schemas import validate_json
 from recagents.llm.wire import (  # noqa: F401  (re-exported: the client's public names)
     GRAMMAR_MAX_LENGTH,
     MAX_RETRY_AFTER_S,
@@ -253,7 +254,7 @@ def _validate(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
 
     try:
         data = parse_json_reply(text)
-        jsonschema.validate(data, schema)
+        validate_json(data, schema)
     except (json.JSONDecodeError, jsonschema.ValidationError) as error:
         problem = error.msg if isinstance(error, json.JSONDecodeError) else error.message
         return None, problem[:200]

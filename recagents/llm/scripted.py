@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from recagents.llm.client import ChatRequest, ChatResult, Usage
+from recagents.llm.schemas import validate_json
 
 __all__ = ["PASS", "ScriptedClient"]
 
@@ -62,7 +63,7 @@ class ScriptedClient:
 
         text = json.dumps(reply, ensure_ascii=False)
         try:
-            jsonschema.validate(reply, request.schema)
+            validate_json(reply, request.schema)
         except jsonschema.ValidationError as error:
             self.usage.invalid_outputs += 1
             message = f"scripted reply does not match the schema: {error.message}"

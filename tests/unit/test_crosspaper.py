@@ -501,3 +501,26 @@ def test_scaling_runner_builds_a_protocol_per_size(tiny: Dataset, tmp_path: Path
     frame = cp.cost_scaling(measure, [(2, 5), (3, 10)])
     calls = frame[(frame["quantity"] == "calls") & (frame["method"] == "Random")]
     assert calls["total"].tolist() == [0.0, 0.0] and calls["n_users"].tolist() == [2, 3]
+
+
+def test_scaling_runner_within_a_protocol_reuses_its_users_and_candidates(
+    tiny: Dataset, tmp_path: Path
+) -> None:
+    main = cp.shared_protocol(tiny, seed=3, n_users=4, n_negatives=9, cache_dir=tmp_path)
+    seen: list[cp.Protocol] = []
+
+    def record(protocol: cp.Protocol) -> cp.MethodRun:
+        seen.append(protocol)
+        return cp.run_baseline(protocol, "Random")
+
+    measure = cp.scaling_runner(tiny, {"Random": record}, seed=3, cache_dir=tmp_path, within=main)
+    measure(2, 10)  # the main run's candidate count: its first two users, its saved lists
+    assert seen[-1].users == main.users[:2]
+    expected = main.candidates[main.candidates[USER].isin(main.users[:2])]
+    pd.testing.assert_frame_equal(
+        seen[-1].candidates.reset_index(drop=True), expected.reset_index(drop=True)
+    )
+    measure(4, 5)  # another candidate count: a fresh protocol of the same seed
+    assert seen[-1].n_negatives == 4 and seen[-1].users == main.users
+    measure(6, 10)  # more users than the main run: a fresh protocol too
+    assert len(seen[-1].users) == 6

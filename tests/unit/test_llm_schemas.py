@@ -55,3 +55,22 @@ def test_list_schema_holds_exactly_n_matching_entries():
     assert list_schema("x", {"type": "integer"}, 0)["properties"]["x"]["maxItems"] == 0
     with pytest.raises(ValueError, match="n must not be negative"):
         list_schema("x", {"type": "integer"}, -1)
+
+
+def test_validate_json_matches_jsonschema_and_checks_each_schema_once() -> None:
+    from recagents.llm.schemas import _validator, validate_json
+
+    schema = verdict_schema("reason", 5, "decision")
+    validate_json({"reason": "ok", "decision": "yes"}, schema)
+    for bad in ({"reason": "too long", "decision": "yes"}, {"reason": "ok"}, []):
+        with pytest.raises(jsonschema.ValidationError) as ours:
+            validate_json(bad, schema)
+        with pytest.raises(jsonschema.ValidationError) as theirs:
+            jsonschema.validate(bad, schema)
+        assert ours.value.message == theirs.value.message
+    with pytest.raises(jsonschema.SchemaError):
+        validate_json({}, {"type": "no such type"})
+    before = _validator.cache_info()
+    validate_json({"reason": "", "decision": "no"}, dict(reversed(list(schema.items()))))
+    after = _validator.cache_info()
+    assert after.hits == before.hits + 1 and after.misses == before.misses

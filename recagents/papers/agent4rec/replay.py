@@ -251,26 +251,37 @@ def official_metrics(
     """
     if likes not in ("watched", "aligned"):
         raise ValueError(f"likes must be 'watched' or 'aligned', got {likes!r}")
-    clicks, liked, precision, recall = [], [], [], []
-    for user, group in exposures.groupby(USER, sort=True):
-        clicks.append(int(group["watched"].sum()) / (max_pages * items_per_page))
-        per_page, hits, n_aligned, n_truth = [], 0, 0, 0
-        for page, shown in group.groupby("page", sort=True):
-            chosen = shown["watched"] if likes == "watched" else shown["aligned"]
-            aligned = set(shown.loc[chosen.fillna(False).astype(bool), ITEM])
-            truth = set(ground_truth.get((str(user), int(page)), []))
-            per_page.append(len(aligned))
-            hits += len(aligned & truth)
-            n_aligned += len(aligned)
-            n_truth += len(truth)
-        liked.append(float(np.mean(per_page)))
-        precision.append(hits / max(n_aligned, 1))
-        recall.append(hits / max(n_truth, 1))
+    shown = exposures[[USER, "page", ITEM]].assign(
+        user=exposures[USER].astype(str), page=exposures["page"].astype(int),
+        watched=exposures["watched"].fillna(False).astype(bool),
+        chosen=exposures[likes].fillna(False).astype(bool),
+    )  # fmt: skip
+    pages = shown[["user", "page"]].drop_duplicates()
+    liked = shown.loc[shown["chosen"], ["user", "page", ITEM]].drop_duplicates()
+    truth = pd.DataFrame(
+        [(u, p, str(i)) for u, p in pages.itertuples(index=False)
+         for i in set(ground_truth.get((u, p), []))],
+        columns=["user", "page", ITEM],
+    )  # fmt: skip
+    liked = liked.assign(**{ITEM: liked[ITEM].astype(str)})
+    hit_rows = liked.merge(truth, on=["user", "page", ITEM])
+    per_page = liked.groupby(["user", "page"]).size()
+    per_page = per_page.reindex(pd.MultiIndex.from_frame(pages), fill_value=0)
+    # One value per agent in the order of its id (as a groupby of the exposures), each mean
+    # taken as np.mean of per-agent values, so the totals are the same floats as page by page.
+    users = shown.groupby(USER, sort=True)["user"].first().tolist()
+    clicks = shown.groupby("user")["watched"].sum()
+    hits = hit_rows.groupby("user").size()
+    n_truth = truth.groupby("user").size()
+    by_user = {u: group.to_numpy() for u, group in per_page.groupby(level="user")}
+    slots = max_pages * items_per_page
     return {
-        "recall": float(np.mean(recall)),
-        "precision": float(np.mean(precision)),
-        "click_rate": float(np.mean(clicks)),
-        "n_likes": float(np.mean(liked)),
+        "recall": float(np.mean([hits.get(u, 0) / max(n_truth.get(u, 0), 1) for u in users])),
+        "precision": float(
+            np.mean([hits.get(u, 0) / max(int(by_user[u].sum()), 1) for u in users])
+        ),
+        "click_rate": float(np.mean([int(clicks[u]) / slots for u in users])),
+        "n_likes": float(np.mean([float(np.mean(by_user[u])) for u in users])),
         "exit_page": float(sessions["exit_page"].mean()),
     }
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from recagents.llm.schemas import validate_json
 from recagents.papers.rec4agentverse.catalogue import AgentCard, Catalogue
 from recagents.papers.rec4agentverse.config import _KEY_GROUP, _UNKNOWN_ERA, ERAS, _join
 from recagents.papers.rec4agentverse.prompts import _genre_list
@@ -70,7 +71,7 @@ def validate_report(report: Any, catalogue: Catalogue) -> str | None:
     import jsonschema
 
     try:
-        jsonschema.validate(report, report_schema(catalogue))
+        validate_json(report, report_schema(catalogue))
     except jsonschema.ValidationError as error:
         where = "/".join(map(str, error.absolute_path)) or "report"
         return f"report rejected at {where}: {error.message[:200]}"
