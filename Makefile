@@ -27,6 +27,8 @@ SHARE_CORES = case " $(MAKEFLAGS) " in *" -j1 "*) ;; *" -j"*) \
   export RECAGENTS_LOCAL_N_THREADS=$${RECAGENTS_LOCAL_N_THREADS:-1} \
   OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1};; esac;
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
+# papermill's own command line, started without a 2.5 s grammar import (recagents/run_notebook.py).
+PAPERMILL = $(BIN)/python -m recagents.run_notebook --cwd notebooks
 
 .PHONY: setup setup-server reproduce report smoke test test-fast lint strip clean help
 .DEFAULT_GOAL := help
@@ -64,15 +66,14 @@ report: $(STAMP)  ## REPRODUCTION.md and the HTML pages in docs/ from the notebo
 
 build/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	@mkdir -p build
-	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(BIN)/papermill --cwd notebooks \
-	  -p PROFILE default $< $@
+	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(PAPERMILL) -p PROFILE default $< $@
 
 smoke: $(SMOKE)  ## run every notebook with the small CI profile into build/smoke/
 
 build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
 	@mkdir -p build/smoke
-	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(BIN)/papermill --cwd notebooks \
-	  -p PROFILE smoke $< $@
+	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(PAPERMILL) -p PROFILE smoke \
+	  $< $@
 
 test: export RECAGENTS_FIGURES_DIR = $(CURDIR)/build/smoke/figures
 test: $(STAMP)  ## every tier: unit, integration, smoke runs of every notebook, then nbval

@@ -36,6 +36,7 @@ from recagents.llm.wire import (  # noqa: F401  (re-exported: the client's publi
     response_format,
     retry_after_seconds,
 )
+from recagents.resources import import_jsonschema
 
 _T = TypeVar("_T")
 
@@ -250,8 +251,7 @@ def _completion(reply: dict[str, Any], *counts: float) -> dict[str, Any]:
 
 def _validate(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
     """Parse a structured reply and check it against ``schema``: ``(data, None)`` or the problem."""
-    import jsonschema  # imported here: it takes seconds, and plain chat never needs it
-
+    jsonschema = import_jsonschema()  # here: it takes a while, and plain chat never needs it
     try:
         data = parse_json_reply(text)
         validate_json(data, schema)

@@ -15,14 +15,15 @@ import functools
 import json
 from typing import Any
 
+from recagents.resources import import_jsonschema
+
 __all__ = ["list_schema", "validate_json", "verdict_schema"]
 
 
 @functools.lru_cache(maxsize=512)
 def _validator(schema_text: str) -> Any:
     """The checked, compiled validator of one schema (given as canonical JSON text)."""
-    import jsonschema  # imported here: it takes about a second, and plain chat never needs it
-
+    jsonschema = import_jsonschema()  # here: plain chat never needs it
     schema = json.loads(schema_text)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -42,10 +43,8 @@ def validate_json(instance: Any, schema: dict[str, Any]) -> None:
         jsonschema.ValidationError: ``instance`` does not match.
         jsonschema.SchemaError: ``schema`` is not a valid JSON Schema.
     """
-    from jsonschema.exceptions import best_match
-
     validator = _validator(json.dumps(schema, sort_keys=True, separators=(",", ":")))
-    error = best_match(validator.iter_errors(instance))
+    error = import_jsonschema().exceptions.best_match(validator.iter_errors(instance))
     if error is not None:
         raise error
 

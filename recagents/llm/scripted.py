@@ -22,6 +22,7 @@ from typing import Any
 
 from recagents.llm.client import ChatRequest, ChatResult, Usage
 from recagents.llm.schemas import validate_json
+from recagents.resources import import_jsonschema
 
 __all__ = ["PASS", "ScriptedClient"]
 
@@ -59,8 +60,7 @@ class ScriptedClient:
         self.usage.requests += 1
         if request.schema is None:
             return ChatResult(ok=True, text=str(reply), tag=request.tag)
-        import jsonschema
-
+        jsonschema = import_jsonschema()
         text = json.dumps(reply, ensure_ascii=False)
         try:
             validate_json(reply, request.schema)

@@ -15,6 +15,7 @@ from recagents.report.claims import VERDICTS
 from recagents.report.evaluate import evaluate_claims
 from recagents.report.markdown import write_reproduction
 from recagents.report.pages import render_html
+from recagents.resources import import_jsonschema
 
 __all__ = ["main"]
 
@@ -62,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for a usage error)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    import_jsonschema()  # before nbformat does, without the 2.5 s grammar (see its docstring)
     build = Path(args.build)
     if not build.is_dir():
         parser.error(

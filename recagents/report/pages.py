@@ -7,7 +7,8 @@ repository (``docs/``), so a reader on GitHub sees every output without running 
 
 The pages are stable: progress bars and execution metadata are left out, and a page whose
 content differs from the one on disk only in timings is not rewritten, so an unchanged rerun
-leaves ``docs/`` unchanged.
+leaves ``docs/`` unchanged. Each page carries a hash of what it shows; a notebook whose hash
+matches its page's is not rendered again (nbconvert is most of a warm report's time).
 """
 
 from __future__ import annotations
@@ -121,6 +122,34 @@ def _stable(text: str) -> str:
     return text
 
 
+_STAMP_NAME = "recagents-source"
+_STAMP = re.compile(r'<meta name="recagents-source" content="([0-9a-f]+)">')
+_SHEET = re.compile(r'<link rel="stylesheet" href="(nbconvert-[0-9a-f]+\.css)">')
+
+
+def _stamp(notebook_json: str, title: str) -> str:
+    """A hash of what a page shows: the notebook up to timings, its title, nbconvert."""
+    from nbconvert import __version__ as nbconvert_version
+
+    text = "\n".join((nbconvert_version, title, _stable(notebook_json)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def _rendered_sheet(page: Path, stamp: str, out_dir: Path) -> str | None:
+    """The style sheet of ``page`` if it was rendered from content with ``stamp``, else None.
+
+    Rendering is most of a warm ``make reproduce``'s report step, and a rerun of an unchanged
+    notebook differs only in timings, which the stamp leaves out: such a page is kept as is.
+    """
+    if not page.is_file():
+        return None
+    head = page.read_text(encoding="utf-8").partition("</head>")[0]
+    found, sheet = _STAMP.search(head), _SHEET.search(head)
+    if found is None or found.group(1) != stamp or sheet is None:
+        return None
+    return sheet.group(1) if (out_dir / sheet.group(1)).is_file() else None
+
+
 def _write_if_changed(path: Path, text: str) -> bool:
     """Write ``text`` unless ``path`` already holds it up to timings; whether it wrote."""
     if path.is_file() and _stable(path.read_text(encoding="utf-8")) == _stable(text):
@@ -137,7 +166,8 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
     links every notebook (titled by its first heading; missing ones listed as "not run") and
     shows every figure of ``figures_dir`` as a linked thumbnail (linked where it lies, not
     copied), grouped by the notebook number its name starts with. A page that differs from
-    the file on disk only in timings is left as it is.
+    the file on disk only in timings is left as it is, and a notebook whose content (up to
+    timings) is the one its page was rendered from is not rendered again.
 
     Args:
         notebooks: The executed notebooks expected (e.g. ``build/00_...ipynb`` ...).
@@ -161,17 +191,23 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
         if not path.is_file():
             entries.append((path.stem, "", ""))
             continue
+        target = out_dir / f"{path.stem}.html"
         try:
             nb = nbformat.read(path, as_version=4)
             title = _first_heading(nb.cells) or path.stem
-            body, _ = exporter.from_notebook_node(
-                publishable(nb), resources={"metadata": {"name": title}}
-            )
+            clean = publishable(nb)
+            stamp = _stamp(nbformat.writes(clean), title)
+            sheet = _rendered_sheet(target, stamp, out_dir)
+            if sheet is not None:  # the page on disk shows this content already
+                stylesheets.add(sheet)
+                entries.append((path.stem, title, target.name))
+                continue
+            body, _ = exporter.from_notebook_node(clean, resources={"metadata": {"name": title}})
         except Exception as error:  # one broken notebook must not hide the others
             entries.append((path.stem, "", ""))
             problems[path.stem] = f"could not be rendered: {type(error).__name__}: {error}"
             continue
-        target = out_dir / f"{path.stem}.html"
+        body = body.replace("<head>", f'<head>\n<meta name="{_STAMP_NAME}" content="{stamp}">', 1)
         body, sheet, css = _shared_styles(body)
         if sheet:
             stylesheets.add(sheet)

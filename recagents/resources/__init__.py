@@ -13,10 +13,12 @@ e.g. ``.../interecagent_demos.json: demos[3].plan: missing (required)``.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __all__ = [
@@ -58,6 +60,28 @@ def _problem(error: Any) -> str:
     return f"{_where(path)}: {error.message}"
 
 
+def import_jsonschema() -> ModuleType:
+    """``jsonschema``, imported without its optional IRI format checks (``rfc3987-syntax``).
+
+    Why: Jupyter asks for ``jsonschema[format-nongpl]``, whose ``rfc3987-syntax`` compiles a
+    grammar when jsonschema is imported: 2 of the 2.2 s the import costs every notebook
+    kernel (measured 2026-12-07). recagents never checks a ``format``, so those checks are
+    left out of this process's ``jsonschema.FormatChecker``; a process that imported
+    jsonschema before keeps it as it is, and ``rfc3987_syntax`` itself stays importable.
+    """
+    if "jsonschema" in sys.modules:
+        return sys.modules["jsonschema"]
+    blocked = "rfc3987_syntax" not in sys.modules
+    if blocked:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an ImportError
+    try:
+        import jsonschema
+    finally:
+        if blocked and sys.modules.get("rfc3987_syntax", 0) is None:
+            del sys.modules["rfc3987_syntax"]
+    return jsonschema
+
+
 def read_resource(path: Path | Traversable, schema: Mapping[str, Any]) -> Any:
     """Read a JSON file and check it against ``schema``.
 
@@ -72,8 +96,7 @@ def read_resource(path: Path | Traversable, schema: Mapping[str, Any]) -> Any:
         ResourceError: The file cannot be read, is not JSON, or does not match ``schema``;
             the message names the file and every field at fault (the first 10).
     """
-    import jsonschema
-
+    jsonschema = import_jsonschema()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:

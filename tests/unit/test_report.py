@@ -528,6 +528,38 @@ def test_published_pages_drop_progress_bars_and_survive_an_unchanged_rerun(tmp_p
     assert "HR 0.4" in (out / "01_tiny.html").read_text()
 
 
+def test_an_unchanged_notebook_is_not_rendered_again(tmp_path, monkeypatch):
+    from nbconvert import HTMLExporter
+
+    build, out = tmp_path / "build", tmp_path / "docs"
+    path = write_executed(build / "01_tiny.ipynb", {"model": "m"}, title="01 · Tiny")
+    render_html([path], None, out)
+    page = (out / "01_tiny.html").read_text()
+    assert '<meta name="recagents-source" content="' in page.split("</head>")[0]
+    rendered: list[str] = []
+    original = HTMLExporter.from_notebook_node
+
+    def counted(self, nb, resources=None, **kw):
+        rendered.append(resources["metadata"]["name"])
+        return original(self, nb, resources=resources, **kw)
+
+    monkeypatch.setattr(HTMLExporter, "from_notebook_node", counted)
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["papermill"] = {"end_time": "2030-01-01T00:00:09"}  # a rerun: new metadata only
+    nbformat.write(nb, path)
+    index = render_html([path], None, out)
+    assert rendered == [] and (out / "01_tiny.html").read_text() == page
+    assert 'href="01_tiny.html"' in index.read_text() and list(out.glob("nbconvert-*.css"))
+    for sheet in out.glob("nbconvert-*.css"):  # a page whose style sheet is gone is redone
+        sheet.unlink()
+    render_html([path], None, out)
+    assert rendered == ["01 · Tiny"] and list(out.glob("nbconvert-*.css"))
+    nb.cells[1].outputs.append(nbformat.v4.new_output("stream", name="stdout", text="HR 0.4\n"))
+    nbformat.write(nb, path)  # a real change is rendered
+    render_html([path], None, out)
+    assert len(rendered) == 2 and "HR 0.4" in (out / "01_tiny.html").read_text()
+
+
 def test_render_html_without_a_figures_folder(tmp_path):
     index = render_html([tmp_path / "00_x.ipynb"], tmp_path / "nope", tmp_path / "html")
     text = index.read_text()

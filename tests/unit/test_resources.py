@@ -229,3 +229,42 @@ def test_corrupted_traits_name_the_file_and_the_field(tmp_path):
 
     path = _copy(tmp_path, "agent4rec_traits.json", drop_trait)
     _fails(load, path, "traits.diversity", "missing (required)")
+
+
+def test_jsonschema_is_imported_without_the_iri_grammar_which_stays_importable() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from recagents.resources import import_jsonschema\n"
+        "jsonschema = import_jsonschema()\n"
+        "assert 'rfc3987_syntax' not in sys.modules\n"
+        "jsonschema.validate({'a': 1}, {'type': 'object'})\n"
+        "assert import_jsonschema() is jsonschema\n"
+        "try:\n"
+        "    import rfc3987_syntax  # noqa: F401  (installed with Jupyter's jsonschema extras)\n"
+        "except ImportError as error:\n"
+        "    assert 'rfc3987' in str(error) and 'None' not in str(error)\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_run_notebook_is_papermills_command_line(tmp_path: Path) -> None:
+    """``make`` runs notebooks with it: the same options, papermill's own errors."""
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "recagents.run_notebook"]
+    shown = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "Usage: papermill" in shown.stdout
+    assert "--parameters" in shown.stdout and "--cwd" in shown.stdout
+    missing = subprocess.run(
+        [*run, str(tmp_path / "none.ipynb"), str(tmp_path / "out.ipynb")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert missing.returncode != 0 and "none.ipynb" in missing.stderr
+    assert "recagents.run_notebook" in (Path(__file__).parents[2] / "Makefile").read_text()

@@ -18,6 +18,7 @@ from recagents.papers.rec4agentverse.config import _KEY_GROUP, _UNKNOWN_ERA, ERA
 from recagents.papers.rec4agentverse.prompts import _genre_list
 from recagents.papers.rec4agentverse.recommender import Profile
 from recagents.papers.rec4agentverse.users import SimUser
+from recagents.resources import import_jsonschema
 
 __all__ = [
     "adversarial_report",
@@ -68,8 +69,7 @@ def validate_report(report: Any, catalogue: Catalogue) -> str | None:
         recagents.papers.rec4agentverse.manipulation._receive and
         recagents.papers.rec4agentverse.stages._schema_report).
     """
-    import jsonschema
-
+    jsonschema = import_jsonschema()
     try:
         validate_json(report, report_schema(catalogue))
     except jsonschema.ValidationError as error:
