@@ -50,9 +50,10 @@ setup-server: $(STAMP)  ## (re)build llama.cpp's llama-server, the default runti
 	$(BIN)/python $(RUNTIME_BUILD) install --server
 
 # `make -j2 reproduce` starts the longest notebooks first, so that the last to start is short.
-# Cold durations under `make -j2` (2026-12-07): 06 24, 01 22, 03 21, 02 19, 04 13, 05 10,
-# 00 8.3 min; this order puts 06, 03, 04 on one core and 01, 02, 05, 00 on the other. A notebook not named here starts last; one that needs a model another is
-# training waits for it and loads it, whatever the order.
+# Cold durations under `make -j2` (2026-12-07, 53 min 34 s in all): 06 22.6, 01 22.6,
+# 03 18.8, 02 16.6, 04 11.4, 05 7.0, 00 7.0 min; this order ran 06, 03, 04 on one core and
+# 01, 02, 05, 00 on the other. A notebook not named here starts last; one that needs a model
+# another is training waits for it and loads it, whatever the order.
 LONGEST_FIRST := 06_cross_paper 01_agentcf 02_agent4rec 03_afl 05_rec4agentverse \
   04_interecagent 00_data_and_baselines
 NAMED := $(foreach name,$(LONGEST_FIRST),$(filter build/$(name).ipynb,$(BUILT)))
