@@ -128,10 +128,15 @@ _SHEET = re.compile(r'<link rel="stylesheet" href="(nbconvert-[0-9a-f]+\.css)">'
 
 
 def _stamp(notebook_json: str, title: str) -> str:
-    """A hash of what a page shows: the notebook up to timings, its title, nbconvert."""
+    """A hash of what a page shows: the notebook up to timings, its title, and the renderer.
+
+    The renderer is nbconvert's version and this module's own source, so a change to how a
+    page is made renders every page again.
+    """
     from nbconvert import __version__ as nbconvert_version
 
-    text = "\n".join((nbconvert_version, title, _stable(notebook_json)))
+    renderer = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    text = "\n".join((nbconvert_version, renderer, title, _stable(notebook_json)))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 

@@ -531,6 +531,8 @@ def test_published_pages_drop_progress_bars_and_survive_an_unchanged_rerun(tmp_p
 def test_an_unchanged_notebook_is_not_rendered_again(tmp_path, monkeypatch):
     from nbconvert import HTMLExporter
 
+    from recagents.report import pages
+
     build, out = tmp_path / "build", tmp_path / "docs"
     path = write_executed(build / "01_tiny.ipynb", {"model": "m"}, title="01 · Tiny")
     render_html([path], None, out)
@@ -558,6 +560,12 @@ def test_an_unchanged_notebook_is_not_rendered_again(tmp_path, monkeypatch):
     nbformat.write(nb, path)  # a real change is rendered
     render_html([path], None, out)
     assert len(rendered) == 2 and "HR 0.4" in (out / "01_tiny.html").read_text()
+    stamp = pages._stamp(nbformat.writes(pages.publishable(nb)), "01 · Tiny")
+    monkeypatch.setattr(pages, "__file__", str(tmp_path / "other_renderer.py"))
+    (tmp_path / "other_renderer.py").write_text("# another way to make a page\n")
+    assert pages._stamp(nbformat.writes(pages.publishable(nb)), "01 · Tiny") != stamp
+    render_html([path], None, out)  # so a changed renderer renders every page again
+    assert len(rendered) == 3
 
 
 def test_render_html_without_a_figures_folder(tmp_path):
