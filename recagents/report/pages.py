@@ -146,9 +146,10 @@ def _rendered_sheet(page: Path, stamp: str, out_dir: Path) -> str | None:
     Rendering is most of a warm ``make reproduce``'s report step, and a rerun of an unchanged
     notebook differs only in timings, which the stamp leaves out: such a page is kept as is.
     """
-    if not page.is_file():
+    try:
+        head = page.read_text(encoding="utf-8").partition("</head>")[0]
+    except (OSError, UnicodeDecodeError):  # none yet, or not a page of ours: render it anew
         return None
-    head = page.read_text(encoding="utf-8").partition("</head>")[0]
     found, sheet = _STAMP.search(head), _SHEET.search(head)
     if found is None or found.group(1) != stamp or sheet is None:
         return None
@@ -157,8 +158,11 @@ def _rendered_sheet(page: Path, stamp: str, out_dir: Path) -> str | None:
 
 def _write_if_changed(path: Path, text: str) -> bool:
     """Write ``text`` unless ``path`` already holds it up to timings; whether it wrote."""
-    if path.is_file() and _stable(path.read_text(encoding="utf-8")) == _stable(text):
-        return False
+    try:
+        if _stable(path.read_text(encoding="utf-8")) == _stable(text):
+            return False
+    except (OSError, UnicodeDecodeError):  # none yet, or unreadable: write it
+        pass
     path.write_text(text, encoding="utf-8")
     return True
 

@@ -552,6 +552,10 @@ def test_an_unchanged_notebook_is_not_rendered_again(tmp_path, monkeypatch):
     index = render_html([path], None, out)
     assert rendered == [] and (out / "01_tiny.html").read_text() == page
     assert 'href="01_tiny.html"' in index.read_text() and list(out.glob("nbconvert-*.css"))
+    (out / "01_tiny.html").write_bytes(b"\xff\xfe not a page")  # an unreadable page is redone
+    render_html([path], None, out)
+    assert rendered == ["01 · Tiny"] and (out / "01_tiny.html").read_text() == page
+    rendered.clear()
     for sheet in out.glob("nbconvert-*.css"):  # a page whose style sheet is gone is redone
         sheet.unlink()
     render_html([path], None, out)
