@@ -42,7 +42,7 @@ import pandas as pd
 from numpy.lib import format as npy_format
 
 from recagents import safepickle
-from recagents.safepickle import AllowList, LoadGuard, UnsafePickleError
+from recagents.safepickle import AllowList, LoadGuard, UnsafePickleError, brief
 
 __all__ = [
     "OBJECT_ARRAYS",
@@ -64,9 +64,9 @@ def _const(obj: Any) -> Callable[[LoadGuard], Any]:
 
 def _dims(guard: LoadGuard, what: str, shape: Any) -> tuple[int, ...]:
     if not (isinstance(shape, tuple) and len(shape) <= _MAX_DIMS):
-        guard.refuse(what, f"shape {shape!r} is not a tuple of at most {_MAX_DIMS} ints")
-    if not all(type(n) is int and n >= 0 for n in shape):
-        guard.refuse(what, f"shape {shape!r} holds something other than non-negative ints")
+        guard.refuse(what, f"shape {brief(shape)} is not a tuple of at most {_MAX_DIMS} ints")
+    if not all(type(n) is int and 0 <= n < 1 << 63 for n in shape):
+        guard.refuse(what, f"shape {brief(shape)} holds something other than ints in [0, 2**63)")
     return shape
 
 
@@ -88,7 +88,7 @@ def _build_dtype(dtype: np.dtype, state: Any, guard: LoadGuard) -> None:
     """The object dtype takes numpy's own state unchanged; other dtypes as safepickle does."""
     if dtype.hasobject:
         if dtype != np.dtype(object) or state != _OBJECT_DTYPE_STATE:
-            guard.refuse(f"the state {state!r} of dtype {dtype}", "not numpy's object dtype")
+            guard.refuse(f"the state {brief(state)} of dtype {dtype}", "not numpy's object dtype")
         return
     _PLAIN_BUILD[np.dtype](dtype, state, guard)
 
@@ -161,10 +161,10 @@ def _storage(guard: LoadGuard) -> Callable[[bytes], np.ndarray]:
         if not (names <= _DESCRIPTOR_OPS and "BINPERSID" in names and len(strings) == 3):
             guard.refuse(what, f"not one storage descriptor (opcodes {sorted(names)})")
         if strings[0::2] != ["storage", "cpu"] or len(kinds) != 1 or kinds[0] not in _STORAGES:
-            guard.refuse(what, f"storage type {kinds} is not one of {sorted(_STORAGES)}")
+            guard.refuse(what, f"storage type {brief(kinds)} is not one of {sorted(_STORAGES)}")
         keys = safepickle.load(_next_pickle(data, stream, guard)[1])
         if keys != [strings[1]] or len(sizes) != 1:
-            guard.refuse(what, f"keys {keys!r} are not the one storage {strings[1]!r}")
+            guard.refuse(what, f"keys {brief(keys)} are not the one storage {brief(strings[1])}")
         dtype, rest = _STORAGES[kinds[0]], stream.read()
         count = struct.unpack("<q", rest[:8])[0] if len(rest) >= 8 else -1
         if count != sizes[0] or len(rest) != 8 + count * dtype.itemsize:
@@ -193,7 +193,9 @@ def _tensor(guard: LoadGuard) -> Callable[..., np.ndarray]:
         if not isinstance(storage, np.ndarray) or storage.ndim != 1 or len(steps) != len(dims):
             guard.refuse(what, "not a 1-d storage with one stride per dimension")
         if type(offset) is not int or offset < 0 or type(grad) is not bool or hooks != {}:
-            guard.refuse(what, f"offset {offset!r}, requires_grad {grad!r}, hooks {hooks!r}")
+            guard.refuse(
+                what, f"offset {brief(offset)}, requires_grad {brief(grad)}, hooks {brief(hooks)}"
+            )
         last = offset + sum((n - 1) * s for n, s in zip(dims, steps, strict=True))
         if math.prod(dims) and last >= len(storage):
             guard.refuse(what, f"element {last} is outside a storage of {len(storage)}")
@@ -231,16 +233,23 @@ def load_npy_object(path: Path, allow: AllowList = OBJECT_ARRAYS) -> Any:
     Raises:
         UnsafePickleError: The header is not a 0-d object array, or the pickle asks for
             something ``allow`` refuses (the message names the file).
+        pickle.UnpicklingError: The file is not a readable ``.npy`` file (cut short,
+            corrupt); the message names it.
     """
     with path.open("rb") as handle:
-        version = npy_format.read_magic(handle)
-        if version == (1, 0):
-            shape, fortran, dtype = npy_format.read_array_header_1_0(handle)
-        else:
-            shape, fortran, dtype = npy_format.read_array_header_2_0(handle)
+        try:
+            version = npy_format.read_magic(handle)
+            if version == (1, 0):
+                shape, fortran, dtype = npy_format.read_array_header_1_0(handle)
+            else:
+                shape, fortran, dtype = npy_format.read_array_header_2_0(handle)
+        except (ValueError, SyntaxError, TypeError) as error:  # numpy's header parse errors
+            raise pickle.UnpicklingError(
+                f"{path}: not a readable .npy file, cut short or corrupt ({str(error)[:200]})"
+            ) from None
         if shape != () or not dtype.hasobject:
             raise UnsafePickleError(f"{path}: shape {shape} of {dtype}, not a 0-d object array")
-        payload = handle.read(safepickle.DEFAULT_MAX_BYTES + 1)
+        payload = safepickle.read_at_most(handle, safepickle.DEFAULT_MAX_BYTES)
     array = _load_named(path, payload, safepickle.NUMPY_PLAIN | OBJECT_ARRAYS | allow)
     if not (isinstance(array, np.ndarray) and array.shape == () and array.dtype.hasobject):
         raise UnsafePickleError(f"{path}: holds a {type(array).__name__}, not a 0-d object array")
@@ -334,7 +343,7 @@ def _block(guard: LoadGuard) -> Callable[..., _Block]:
 def _slice(guard: LoadGuard) -> Callable[..., slice]:
     def make_slice(*args: Any) -> slice:
         if len(args) != 3 or not all(a is None or type(a) is int for a in args):
-            guard.refuse("builtins.slice", f"{args!r} is not (start, stop, step) of ints")
+            guard.refuse("builtins.slice", f"{brief(args)} is not (start, stop, step) of ints")
         return slice(*args)
 
     return make_slice
@@ -345,14 +354,16 @@ def _new_index(guard: LoadGuard) -> Callable[..., pd.Index]:
         if not isinstance(cls, _IndexClass) or not isinstance(state, dict):
             guard.refuse("pandas _new_Index", "only Index and RangeIndex with a dict")
         if not set(state) <= cls.keys or not isinstance(state.get("name"), str | None):
-            guard.refuse(f"pandas {cls.name}", f"keys {sorted(state)} beyond {sorted(cls.keys)}")
+            guard.refuse(
+                f"pandas {cls.name}", f"keys {brief(list(state))} beyond {sorted(cls.keys)}"
+            )
         if cls is _INDEX:
             if not isinstance(state.get("data"), np.ndarray):
                 guard.refuse("pandas Index", "its data is not an array")
             return pd.Index(state["data"], name=state.get("name"))
         bounds = [state.get(key) for key in ("start", "stop", "step")]
         if not all(type(b) is int for b in bounds) or bounds[2] == 0:
-            guard.refuse("pandas RangeIndex", f"start, stop, step {bounds!r}")
+            guard.refuse("pandas RangeIndex", f"start, stop, step {brief(bounds)}")
         guard.charge("pandas RangeIndex", 8 * len(range(*bounds)))
         return pd.RangeIndex(*bounds, name=state.get("name"))
 
@@ -401,7 +412,7 @@ def load_frame(path: Path) -> pd.DataFrame:
         pickle.UnpicklingError: The file is not a readable pickle.
     """
     with path.open("rb") as handle:
-        data = handle.read(safepickle.DEFAULT_MAX_BYTES + 1)
+        data = safepickle.read_at_most(handle, safepickle.DEFAULT_MAX_BYTES)
     allow = safepickle.NUMPY_PLAIN | OBJECT_ARRAYS | PANDAS_FRAMES
     frame = _load_named(path, _newobj_as_reduce(path, data), allow)
     if not isinstance(frame, _Frame) or frame.manager is None:

@@ -12,8 +12,21 @@ pickle of a few dozen bytes makes it allocate 3 GiB; and numpy's own pickle form
 and ``ndarray.__setstate__`` (which zero-fills an object array of any shape a list names).
 So the allow-lists here hand the unpickler *guarded* stand-ins for numpy's functions, and
 every guarded allocation is charged to a budget of :data:`ALLOC_FACTOR` times the input's
-size: an array can be no larger than the bytes the file could have carried. Whatever else
-the pickle machine builds (lists, dicts, strings) is already bounded by the input's size.
+size: an array can be no larger than the bytes the file could have carried.
+
+Nor is the pickle machine itself bounded by the input's size. A length prefix (``BYTEARRAY8``
+and its kin) can name more bytes than the file holds, so every length is checked against the
+input left before anything is read or allocated. And memo references let a few bytes describe
+an exponentially large object: ``t = (t, t)`` repeated thirty times is a tree of a billion
+nodes, which hashing (as a dict key), comparing, copying or converting to plain lists walks
+node by node. So the loader measures each object it builds as that tree, its *expanded
+size* (a shared reference counts again wherever it appears; an array counts its elements),
+and refuses any object larger than :data:`WORK_FACTOR` times the input's size (plus
+:data:`WORK_SLACK`) or nested deeper than :data:`MAX_DEPTH`; the work of hashing dict keys
+and set items (equal hashes, which make every insertion compare, included) is charged to a
+budget of the same size. A container may not grow once it sits inside another, so the sizes
+measured stay true (and reference cycles are refused). Whatever the file says, loading it
+takes time and memory linear in its size.
 
 Why the pure-Python unpickler (``pickle._Unpickler``): the C one cannot intercept ``BUILD``,
 the opcode that hands an object its state, and numpy arrays and dtypes get their shape and
@@ -31,24 +44,30 @@ import math
 import os
 import pickle
 import re
+import reprlib
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 
 __all__ = [
     "ALLOC_FACTOR",
     "DEFAULT_MAX_BYTES",
+    "MAX_DEPTH",
     "NUMPY_PLAIN",
     "PLAIN",
     "AllowList",
     "LoadGuard",
+    "WORK_FACTOR",
+    "WORK_SLACK",
     "UnsafePickleError",
+    "brief",
     "load",
+    "read_at_most",
 ]
 
 #: Largest input :func:`load` reads unless told otherwise (256 MiB).
@@ -63,26 +82,103 @@ ALLOC_FACTOR = 4
 #: tiny file may still hold, say, an empty wide string array.
 ALLOC_SLACK = 64 << 10
 
+#: Any one object a pickle builds may have an expanded size (its nodes counted as a tree:
+#: a shared reference again wherever it appears, an array once per element) of at most this
+#: many times the input's size in bytes, plus :data:`WORK_SLACK`; the work of hashing dict
+#: keys and set items is charged to a second budget of the same size. Plain pickles stay
+#: under 1 node per byte (each node takes an opcode of at least one byte); shared references
+#: in real files add little.
+WORK_FACTOR = 8
+
+#: Expanded size (and hashing work) allowed on top of :data:`WORK_FACTOR` times the input's
+#: size: 65,536 nodes, so that a small file may still share a few modest objects.
+WORK_SLACK = 1 << 16
+
+#: Deepest nesting of containers a pickle may build. Deeper ones (two bytes a level) make
+#: any recursive walk of the result (``repr``, ``copy.deepcopy``, conversion to plain
+#: lists) fail with RecursionError.
+MAX_DEPTH = 100
+
 
 class UnsafePickleError(pickle.UnpicklingError):
     """A pickle that asked for something the allow-list refuses; the message names both."""
 
 
+class _BriefRepr(reprlib.Repr):
+    """``reprlib`` with short limits, and numpy arrays by shape and dtype only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxstring = self.maxother = 60
+
+    def repr_ndarray(self, array: np.ndarray, level: int) -> str:
+        return f"<numpy array of shape {array.shape}, dtype {array.dtype}>"
+
+
+_BRIEF = _BriefRepr()
+
+
+def brief(obj: Any) -> str:
+    """A short ``repr`` of anything a pickle built, for error messages.
+
+    The full ``repr`` of an object with shared references is as large as its expanded size,
+    and that of an int with more than 4,300 digits raises; this one stays under a few hundred
+    characters.
+    """
+    try:
+        return _BRIEF.repr(obj)
+    except Exception:  # noqa: BLE001 - any repr may fail; the message must not
+        return f"<a {type(obj).__name__}>"
+
+
 class LoadGuard:
-    """What one :func:`load` call lets guarded constructors do: the file's name and a budget.
+    """What one :func:`load` call lets guarded constructors do: the file's name and budgets.
 
     Guarded stand-ins (see :class:`AllowList`) receive it, charge every allocation to it
-    and refuse through it, so that each refusal names the file.
+    and refuse through it, so that each refusal names the file. The unpickler charges the
+    expanded size of what it builds and the work of hashing to it too.
+
+    Args:
+        source: The file's name, shown in every refusal.
+        budget: Bytes that guarded constructors may allocate.
+        work: Largest expanded size of any one object, and steps of hashing in all
+            (default: ``budget``).
     """
 
-    def __init__(self, source: str, budget: int) -> None:
+    def __init__(self, source: str, budget: int, work: int | None = None) -> None:
         self.source = source
         self.budget = budget
         self.left = budget
+        self.max_size = budget if work is None else work
+        self.work_left = self.max_size
 
     def refuse(self, what: str, why: str) -> NoReturn:
         """Raise the one refusal error, naming the file, what was asked and why not."""
         raise UnsafePickleError(f"{self.source}: refusing {what}: {why}")
+
+    def check_size(self, what: str, size: int, depth: int) -> None:
+        """Refuse ``what`` if its expanded size or its nesting is beyond this file's limits."""
+        if size > self.max_size:
+            self.refuse(
+                what,
+                f"it would expand to {size:,} objects, counting every shared reference "
+                f"again (as hashing, comparing or converting it does), more than this file's "
+                f"limit of {self.max_size:,} ({WORK_FACTOR}x its size + {WORK_SLACK:,})",
+            )
+        if depth > MAX_DEPTH:
+            self.refuse(what, f"it nests containers {depth} deep, more than MAX_DEPTH={MAX_DEPTH}")
+
+    def charge_work(self, what: str, steps: int) -> None:
+        """Take ``steps`` of hashing work from the budget before they are done, or refuse."""
+        if steps > self.work_left:
+            self.refuse(
+                what,
+                f"hashing it takes {steps:,} steps (shared references and equal hashes "
+                f"counted), more than the {self.work_left:,} left of this file's work budget "
+                f"({WORK_FACTOR}x its size + {WORK_SLACK:,})",
+            )
+        self.work_left -= steps
 
     def charge(self, what: str, nbytes: int) -> None:
         """Take ``nbytes`` from the budget before ``what`` allocates them, or refuse."""
@@ -175,6 +271,8 @@ _NUMPY_CORES = ("numpy.core", "numpy._core")
 #: dtype codes numpy writes when it pickles a plain dtype: kind letter and size.
 _DTYPE_SPEC = re.compile(r"[biufcSUVMm]\d{0,12}")
 _MAX_DIMS = 32
+#: Bound on each dimension, so that multiplying them stays cheap (numpy's own is 2**63).
+_MAX_DIM = 1 << 63
 
 
 class _NdarrayToken:
@@ -196,9 +294,9 @@ class _NdarrayToken:
 def _dims(guard: LoadGuard, what: str, shape: Any) -> tuple[int, ...]:
     """``shape`` as a tuple of non-negative ints, or a refusal."""
     if not isinstance(shape, tuple) or len(shape) > _MAX_DIMS:
-        guard.refuse(what, f"shape {shape!r} is not a tuple of at most {_MAX_DIMS} ints")
-    if not all(type(n) is int and n >= 0 for n in shape):
-        guard.refuse(what, f"shape {shape!r} holds something other than non-negative ints")
+        guard.refuse(what, f"shape {brief(shape)} is not a tuple of at most {_MAX_DIMS} ints")
+    if not all(type(n) is int and 0 <= n < _MAX_DIM for n in shape):
+        guard.refuse(what, f"shape {brief(shape)} holds something other than ints in [0, 2**63)")
     return shape
 
 
@@ -214,7 +312,7 @@ def _cost(dims: tuple[int, ...], dtype: np.dtype) -> int:
 def _plain_dtype(guard: LoadGuard, what: str, dtype: Any) -> np.dtype:
     """``dtype`` if it is a numpy dtype without objects, fields or sub-arrays, else refuse."""
     if not isinstance(dtype, np.dtype):
-        guard.refuse(what, f"{dtype!r} is not a numpy dtype")
+        guard.refuse(what, f"{brief(dtype)} is not a numpy dtype")
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
         guard.refuse(what, f"dtype {dtype} is not a plain (number, string, date) dtype")
     if not 0 <= dtype.itemsize <= guard.left:
@@ -227,13 +325,13 @@ def _guarded_dtype(guard: LoadGuard) -> Callable[..., np.dtype]:
 
     def dtype(spec: Any, align: Any = False, copy: Any = True) -> np.dtype:
         if not isinstance(spec, str) or not _DTYPE_SPEC.fullmatch(spec):
-            guard.refuse(what, f"{spec!r} is not a plain dtype code such as 'i8' or 'U40'")
+            guard.refuse(what, f"{brief(spec)} is not a plain dtype code such as 'i8' or 'U40'")
         if not isinstance(align, bool) or not isinstance(copy, bool):
             guard.refuse(what, "align and copy must be booleans")
         # Sizes are checked before numpy parses them: numpy 1.26 wraps 'V4000000000' round
         # to a negative item size.
         if 4 * int(spec[1:] or 0) > guard.left:
-            guard.refuse(what, f"an item of {spec!r} is larger than the file's budget")
+            guard.refuse(what, f"an item of {brief(spec)} is larger than the file's budget")
         # Always a fresh copy: BUILD then sets its state, and must never touch numpy's shared
         # built-in dtype objects (which copy=False would return).
         return _plain_dtype(guard, what, np.dtype(spec, align, True))
@@ -266,19 +364,19 @@ def _build_dtype(dtype: np.dtype, state: Any, guard: LoadGuard) -> None:
         guard.refuse(what, "it is not numpy's 8- or 9-field dtype state")
     version, order, subarray, names, fields, elsize, alignment, flags = state[:8]
     if version not in (3, 4) or order not in ("<", ">", "|", "="):
-        guard.refuse(what, f"version {version!r} / byte order {order!r} unknown")
+        guard.refuse(what, f"version {brief(version)} / byte order {brief(order)} unknown")
     if subarray is not None or names is not None or fields is not None:
         guard.refuse(what, "structured and sub-array dtypes are not plain data")
     if type(elsize) is not int or not (elsize == -1 or 0 <= elsize <= dtype.itemsize):
-        guard.refuse(what, f"item size {elsize!r} exceeds the dtype's own {dtype.itemsize}")
+        guard.refuse(what, f"item size {brief(elsize)} exceeds the dtype's own {dtype.itemsize}")
     if dtype.kind == "U" and elsize % 4:
         guard.refuse(what, f"item size {elsize} is not a whole number of characters")
     if type(alignment) is not int or alignment not in (-1, dtype.alignment):
-        guard.refuse(what, f"alignment {alignment!r} is not the dtype's own")
+        guard.refuse(what, f"alignment {brief(alignment)} is not the dtype's own")
     if type(flags) is not int or flags != dtype.flags:
-        guard.refuse(what, f"flags {flags!r} differ from the dtype's own {dtype.flags}")
+        guard.refuse(what, f"flags {brief(flags)} differ from the dtype's own {dtype.flags}")
     if len(state) == 9 and not (dtype.kind in "mM" and _is_date_unit(state[8])):
-        guard.refuse(what, f"metadata {state[8]!r} is not a date unit")
+        guard.refuse(what, f"metadata {brief(state[8])} is not a date unit")
     dtype.__setstate__(state)
     _plain_dtype(guard, what, dtype)
 
@@ -288,7 +386,7 @@ def _guarded_reconstruct(guard: LoadGuard) -> Callable[..., np.ndarray]:
 
     def reconstruct(subtype: Any, shape: Any, code: Any) -> np.ndarray:
         if not isinstance(subtype, _NdarrayToken):
-            guard.refuse(what, f"{subtype!r} is not numpy.ndarray (no subclasses)")
+            guard.refuse(what, f"{brief(subtype)} is not numpy.ndarray (no subclasses)")
         if isinstance(code, bytes | str) and len(code) == 1:
             dtype = np.dtype(code)
         else:
@@ -316,7 +414,7 @@ def _build_array(array: np.ndarray, state: Any, guard: LoadGuard) -> None:
     dims = _dims(guard, what, shape)
     dtype = _plain_dtype(guard, what, dtype)
     if version != 1 or type(fortran) not in (bool, int):
-        guard.refuse(what, f"version {version!r} / order flag {fortran!r} unknown")
+        guard.refuse(what, f"version {brief(version)} / order flag {brief(fortran)} unknown")
     nbytes = math.prod(dims) * dtype.itemsize
     if not isinstance(data, bytes) or len(data) != nbytes:
         size = len(data) if isinstance(data, bytes) else type(data).__name__
@@ -348,7 +446,7 @@ def _guarded_frombuffer(guard: LoadGuard) -> Callable[..., np.ndarray]:
         if not isinstance(buffer, bytes | bytearray) or len(buffer) != nbytes:
             guard.refuse(what, f"shape {dims} of {dtype} needs {nbytes:,} bytes of buffer")
         if order not in ("C", "F"):
-            guard.refuse(what, f"order {order!r} is neither 'C' nor 'F'")
+            guard.refuse(what, f"order {brief(order)} is neither 'C' nor 'F'")
         guard.charge(what, _cost(dims, dtype))
         return np.frombuffer(buffer, dtype=dtype).reshape(dims, order=order)
 
@@ -374,13 +472,49 @@ NUMPY_PLAIN = AllowList(
 # --------------------------------------------------------------------------- the loader
 
 
+#: How much :func:`read_at_most` reads at a time (1 MiB).
+_CHUNK = 1 << 20
+#: Objects that hold no references to other objects the pickle built: their expanded size
+#: is 1 however they were made.
+_ATOMS = (type(None), bool, int, float, complex, str, bytes, bytearray, np.generic, np.dtype)
+#: Expanded size and depth of an atom (anything the unpickler has not measured).
+_LEAF = (1, 0)
+#: Opcodes whose argument is a length followed by that many bytes: the length's struct
+#: format and what the bytes become.
+_COUNTED: dict[str, tuple[str, Callable[[Any, bytes], Any]]] = {
+    "LONG1": ("<B", lambda self, data: pickle.decode_long(data)),
+    "LONG4": ("<i", lambda self, data: pickle.decode_long(data)),
+    "SHORT_BINSTRING": ("<B", lambda self, data: self._decode_string(data)),
+    "BINSTRING": ("<i", lambda self, data: self._decode_string(data)),
+    "SHORT_BINBYTES": ("<B", lambda self, data: data),
+    "BINBYTES": ("<I", lambda self, data: data),
+    "BINBYTES8": ("<Q", lambda self, data: data),
+    "SHORT_BINUNICODE": ("<B", lambda self, data: str(data, "utf-8", "surrogatepass")),
+    "BINUNICODE": ("<I", lambda self, data: str(data, "utf-8", "surrogatepass")),
+    "BINUNICODE8": ("<Q", lambda self, data: str(data, "utf-8", "surrogatepass")),
+    "BYTEARRAY8": ("<Q", lambda self, data: bytearray(data)),
+}
+
+
 class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined]
-    """The pure-Python unpickler, with globals and ``BUILD`` limited to an allow-list."""
+    """The pure-Python unpickler, with globals and ``BUILD`` limited to an allow-list.
+
+    Every opcode that makes or fills a container is replaced here so that the container's
+    expanded size and depth are measured (``_shape``, by ``id``) and checked before it is
+    built; the objects measured are kept alive (``_kept``) so that no ``id`` is reused
+    during the load. An object placed inside another (``_inside``) may not grow any more.
+    """
 
     def __init__(self, data: bytes, allow: AllowList, guard: LoadGuard) -> None:
-        super().__init__(io.BytesIO(data))
+        self._input = io.BytesIO(data)
+        super().__init__(self._input)
         self._allow = allow
         self._guard = guard
+        self._length = len(data)
+        self._shape: dict[int, tuple[int, int]] = {}
+        self._kept: list[Any] = []
+        self._inside: set[int] = set()
+        self._hashes: dict[int, dict[int, int]] = {}
 
     def find_class(self, module: str, name: str) -> Any:
         """What the allow-list gives for ``module.name``; every other global is refused."""
@@ -397,14 +531,262 @@ class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined]
 
     def persistent_load(self, pid: Any) -> NoReturn:
         """Refuse persistent ids: they name objects outside the file."""
-        self._guard.refuse(f"persistent id {pid!r}", "only self-contained pickles load")
+        self._guard.refuse(f"persistent id {brief(pid)}", "only self-contained pickles load")
+
+    # ------------------------------------------------------------------ reading
+
+    def _remaining(self) -> int:
+        """Bytes the next read can return: the rest of the current frame, else of the input."""
+        frame = self._unframer.current_frame
+        if frame is not None:
+            with frame.getbuffer() as view:
+                left = view.nbytes - frame.tell()
+            if left:
+                return left
+        return self._length - self._input.tell()
+
+    def _read_counted(self, opcode: str, fmt: str) -> bytes:
+        """The bytes after a length prefix, refused before reading if the input is shorter."""
+        width = struct.calcsize(fmt)
+        head = self.read(width)
+        if len(head) != width:
+            raise EOFError(f"{opcode} cut short")
+        (length,) = struct.unpack(fmt, head)
+        if length < 0:
+            self._guard.refuse(opcode, f"its length prefix is negative ({length})")
+        if length > 0xFF and length > self._remaining():
+            self._guard.refuse(
+                opcode,
+                f"its length prefix says {length:,} bytes, only {self._remaining():,} are left",
+            )
+        data = self.read(length)
+        if len(data) != length:
+            raise EOFError(f"{opcode} cut short")
+        return data
+
+    def _load_frame(self) -> None:
+        head = self.read(8)
+        if len(head) != 8:
+            raise EOFError("FRAME cut short")
+        (length,) = struct.unpack("<Q", head)
+        left = self._length - self._input.tell()  # a frame is read from the input itself
+        if length > left:
+            self._guard.refuse(
+                "FRAME", f"its length prefix says {length:,} bytes, only {left:,} are left"
+            )
+        self._unframer.load_frame(length)
+
+    # ------------------------------------------------------------------ measuring
+
+    def _take(
+        self, what: str, children: Iterable[Any], size: int = 1, depth: int = 0, into: Any = None
+    ) -> tuple[int, int]:
+        """A container's expanded size and depth once ``children`` join it, or a refusal.
+
+        ``size`` and ``depth`` are the container's before (a new one: 1 and 0). The children
+        are marked as inside another object: they may no longer grow. ``into`` is the
+        container when it exists already: finding it among its children is a cycle.
+        """
+        shape, inside = self._shape, self._inside
+        deepest = 0
+        for child in children:
+            measured = shape.get(id(child))
+            if measured is None:  # an atom
+                size += 1
+                continue
+            if child is into:
+                self._guard.refuse(what, "the container would hold itself (a reference cycle)")
+            size += measured[0]
+            if measured[1] > deepest:
+                deepest = measured[1]
+            inside.add(id(child))
+        depth = max(depth, deepest + 1)
+        self._guard.check_size(what, size, depth)
+        return size, depth
+
+    def _keep(self, obj: Any, shape: tuple[int, int]) -> None:
+        """Record a new container's measure and push it."""
+        self._shape[id(obj)] = shape
+        self._kept.append(obj)
+        self.append(obj)
+
+    def _place(self, obj: Any) -> None:
+        """Mark ``obj`` as used by another object (``REDUCE`` arguments, ``BUILD`` state)."""
+        if id(obj) in self._shape:
+            self._inside.add(id(obj))
+
+    def _hash_in(self, owner: int | None, keys: list[Any], what: str) -> None:
+        """Charge the work of hashing ``keys`` into a dict or set before it is done.
+
+        Hashing a key walks its expanded size; a key whose hash equals ``n`` keys already
+        in the container (``owner``, an ``id``; ``None`` for a new one) is compared with
+        each of them.
+        """
+        shape = self._shape
+        sizes = [shape.get(id(key), _LEAF)[0] for key in keys]
+        self._guard.charge_work(what, sum(sizes))
+        seen = self._hashes.setdefault(owner, {}) if owner is not None else {}
+        for key, size in zip(keys, sizes, strict=True):
+            digest = hash(key)
+            equal = seen.get(digest, 0)
+            if equal:
+                self._guard.charge_work(what, equal * size)
+            seen[digest] = equal + 1
+
+    def _grow(self, kind: type, items: list[Any], what: str) -> Any:
+        """The container on top of the stack, checked and re-measured before ``items`` join it."""
+        target = self.stack[-1]
+        if not isinstance(target, kind):
+            self._guard.refuse(what, f"it adds items to a {type(target).__name__}")
+        if not items:
+            return target
+        key = id(target)
+        if key in self._inside:
+            self._guard.refuse(
+                what, "the container already sits inside another one (a reference cycle?)"
+            )
+        measured = self._shape.get(key)
+        if measured is None:
+            measured = _LEAF
+            self._kept.append(target)
+        self._shape[key] = self._take(what, items, measured[0], measured[1], into=target)
+        return target
+
+    def _note(self, obj: Any, inputs: tuple[int, int], what: str) -> None:
+        """Measure what ``REDUCE`` or ``BUILD`` made of inputs measuring ``inputs``.
+
+        Atoms refer to nothing; a plain array is its elements; anything else may refer to
+        all of its inputs, and its own elements (``len``) come on top.
+        """
+        if isinstance(obj, _ATOMS):
+            return
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject:
+                shape = (1 + inputs[0] + obj.size, 1 + inputs[1])
+            else:
+                shape = (1 + obj.size, 1)
+        else:
+            own = len(obj) if isinstance(obj, Sized) else 0
+            shape = (1 + inputs[0] + own, 1 + inputs[1])
+        key = id(obj)
+        old = self._shape.get(key)
+        if old is not None:
+            if shape[0] <= old[0] and shape[1] <= old[1]:
+                return
+            if key in self._inside:
+                self._guard.refuse(what, "it changes an object that already sits inside another")
+            shape = (max(shape[0], old[0]), max(shape[1], old[1]))
+        self._guard.check_size(what, *shape)
+        self._shape[key] = shape
+        self._kept.append(obj)
+
+    # ------------------------------------------------------------------ opcodes
+
+    def _load_empty_list(self) -> None:
+        self._keep([], (1, 1))
+
+    def _load_empty_dict(self) -> None:
+        self._keep({}, (1, 1))
+
+    def _load_empty_set(self) -> None:
+        self._keep(set(), (1, 1))
+
+    def _load_tuple(self) -> None:
+        items = self.pop_mark()
+        self._keep(tuple(items), self._take("a tuple", items))
+
+    def _tuple_of(self, count: int) -> None:
+        items = self.stack[-count:]
+        if len(items) != count:
+            raise IndexError(f"TUPLE{count} on a stack of {len(items)}")
+        del self.stack[-count:]
+        self._keep(tuple(items), self._take("a tuple", items))
+
+    def _load_tuple1(self) -> None:
+        self._tuple_of(1)
+
+    def _load_tuple2(self) -> None:
+        self._tuple_of(2)
+
+    def _load_tuple3(self) -> None:
+        self._tuple_of(3)
+
+    def _load_list(self) -> None:
+        items = self.pop_mark()
+        self._keep(items, self._take("a list", items))
+
+    def _load_dict(self) -> None:
+        items = self.pop_mark()
+        if len(items) % 2:
+            raise IndexError("DICT with a key but no value")
+        shape = self._take("a dict", items)
+        keys = items[0::2]
+        self._hash_in(None, keys, "a dict")
+        self._keep(dict(zip(keys, items[1::2], strict=True)), shape)
+
+    def _load_frozenset(self) -> None:
+        items = self.pop_mark()
+        shape = self._take("a frozenset", items)
+        self._hash_in(None, items, "a frozenset")
+        self._keep(frozenset(items), shape)
+
+    def _load_append(self) -> None:
+        value = self.stack.pop()
+        self._grow(list, [value], "APPEND").append(value)
+
+    def _load_appends(self) -> None:
+        items = self.pop_mark()
+        self._grow(list, items, "APPENDS").extend(items)
+
+    def _load_setitem(self) -> None:
+        value = self.stack.pop()
+        key = self.stack.pop()
+        target = self._grow(dict, [key, value], "SETITEM")
+        self._hash_in(id(target), [key], "a dict key")
+        target[key] = value
+
+    def _load_setitems(self) -> None:
+        items = self.pop_mark()
+        if len(items) % 2:
+            raise IndexError("SETITEMS with a key but no value")
+        target = self._grow(dict, items, "SETITEMS")
+        keys = items[0::2]
+        self._hash_in(id(target), keys, "dict keys")
+        for key, value in zip(keys, items[1::2], strict=True):
+            target[key] = value
+
+    def _load_additems(self) -> None:
+        items = self.pop_mark()
+        target = self._grow(set, items, "ADDITEMS")
+        self._hash_in(id(target), items, "set items")
+        target.update(items)
+
+    def _load_reduce(self) -> None:
+        args = self.stack.pop()
+        func = self.stack[-1]
+        what = f"the result of {getattr(func, '__name__', type(func).__name__)}"
+        if not isinstance(args, tuple):
+            self._guard.refuse(what, "REDUCE's arguments are not a tuple")
+        if func is set or func is frozenset:  # pickle's set([...]): the items get hashed
+            if args and not (len(args) == 1 and type(args[0]) in (list, tuple)):
+                self._guard.refuse(f"builtins.{func.__name__}", "only of a list of items")
+            if args:
+                self._hash_in(None, list(args[0]), f"builtins.{func.__name__}")
+        inputs = self._shape.get(id(args), _LEAF)
+        result = func(*args)
+        self._place(args)
+        self.stack[-1] = result
+        self._note(result, inputs, what)
 
     def _load_build(self) -> None:
         state = self.stack.pop()
         obj = self.stack[-1]
         for kind, hook in self._allow.builders:
             if isinstance(obj, kind):
+                inputs = self._shape.get(id(state), _LEAF)
                 hook(obj, state, self._guard)
+                self._place(state)
+                self._note(obj, inputs, f"the state of a {type(obj).__name__}")
                 return
         kinds = ", ".join(kind.__name__ for kind, _ in self._allow.builders) or "nothing"
         self._guard.refuse(
@@ -416,10 +798,71 @@ class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined]
         self._guard.refuse("direct class construction (NEWOBJ/INST/OBJ)", "not plain data")
 
     dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
-    dispatch[pickle.BUILD[0]] = _load_build
     for _opcode in (pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.INST, pickle.OBJ):
         dispatch[_opcode[0]] = _refuse_opcode
-    del _opcode
+    for _opcode, _method in (
+        (pickle.FRAME, _load_frame),
+        (pickle.EMPTY_LIST, _load_empty_list),
+        (pickle.EMPTY_DICT, _load_empty_dict),
+        (pickle.EMPTY_SET, _load_empty_set),
+        (pickle.TUPLE, _load_tuple),
+        (pickle.TUPLE1, _load_tuple1),
+        (pickle.TUPLE2, _load_tuple2),
+        (pickle.TUPLE3, _load_tuple3),
+        (pickle.LIST, _load_list),
+        (pickle.DICT, _load_dict),
+        (pickle.FROZENSET, _load_frozenset),
+        (pickle.APPEND, _load_append),
+        (pickle.APPENDS, _load_appends),
+        (pickle.SETITEM, _load_setitem),
+        (pickle.SETITEMS, _load_setitems),
+        (pickle.ADDITEMS, _load_additems),
+        (pickle.REDUCE, _load_reduce),
+        (pickle.BUILD, _load_build),
+    ):
+        dispatch[_opcode[0]] = _method
+    del _opcode, _method
+
+
+def _counted_loader(opcode: str, fmt: str, make: Callable[[Any, bytes], Any]) -> Any:
+    def load_counted(self: _Unpickler) -> None:
+        self.append(make(self, self._read_counted(opcode, fmt)))
+
+    return load_counted
+
+
+for _name, (_fmt, _make) in _COUNTED.items():
+    _Unpickler.dispatch[getattr(pickle, _name)[0]] = _counted_loader(_name, _fmt, _make)
+del _name, _fmt, _make
+
+
+def read_at_most(handle: BinaryIO, limit: int) -> bytes:
+    """The first ``limit + 1`` bytes of ``handle`` at most, allocating only what it holds.
+
+    ``handle.read(limit + 1)`` would allocate ``limit + 1`` bytes before reading (256 MiB
+    for every small file under :data:`DEFAULT_MAX_BYTES`), so it reads 1 MiB at a time.
+    """
+    chunks, total = [], 0
+    while total <= limit:
+        chunk = handle.read(min(limit + 1 - total, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+#: Errors the unpickler raises on input it cannot read; reported as one UnpicklingError.
+_UNREADABLE = (
+    EOFError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    ArithmeticError,
+    struct.error,
+)
 
 
 def load(
@@ -429,19 +872,24 @@ def load(
 ) -> Any:
     """Unpickle a file (or bytes) rebuilding only what ``allow`` admits.
 
+    Time and memory are linear in the input's size: see the module docstring.
+
     Args:
         source: A path, or the pickle's bytes.
         allow: What the pickle may name: :data:`NUMPY_PLAIN`, :data:`PLAIN`, or a union of
             allow-lists (``a | b``).
         max_bytes: Largest input read; guarded constructors may then allocate at most
-            :data:`ALLOC_FACTOR` times the input's actual size (plus :data:`ALLOC_SLACK`).
+            :data:`ALLOC_FACTOR` times the input's actual size (plus :data:`ALLOC_SLACK`),
+            and any object built may expand to :data:`WORK_FACTOR` times it (plus
+            :data:`WORK_SLACK`).
 
     Returns:
         The unpickled object.
 
     Raises:
         UnsafePickleError: The input is larger than ``max_bytes``, names a global outside
-            ``allow``, sets state it does not admit, or would allocate beyond its budget.
+            ``allow``, sets state it does not admit, claims more bytes than it holds, or
+            would allocate, expand, nest or hash beyond its budgets.
         pickle.UnpicklingError: The input is not a readable pickle (truncated, corrupt).
     """
     if isinstance(source, bytes):
@@ -451,13 +899,24 @@ def load(
     else:
         name = str(source)
         with Path(source).open("rb") as handle:
-            data = handle.read(max_bytes + 1)
+            data = read_at_most(handle, max_bytes)
         if len(data) > max_bytes:
             raise UnsafePickleError(f"{name}: refusing a file over max_bytes={max_bytes:,}")
-    guard = LoadGuard(name, ALLOC_FACTOR * len(data) + ALLOC_SLACK)
+    guard = LoadGuard(
+        name, ALLOC_FACTOR * len(data) + ALLOC_SLACK, WORK_FACTOR * len(data) + WORK_SLACK
+    )
     try:
         return _Unpickler(data, allow, guard).load()
-    except pickle.UnpicklingError:
+    except UnsafePickleError:
         raise
-    except (EOFError, ValueError, TypeError, KeyError, IndexError, struct.error) as error:
-        raise pickle.UnpicklingError(f"{name}: not a readable pickle ({error!r})") from error
+    except pickle.UnpicklingError as error:
+        raise pickle.UnpicklingError(f"{name}: not a readable pickle ({_reason(error)})") from None
+    except _UNREADABLE as error:
+        raise pickle.UnpicklingError(f"{name}: not a readable pickle ({_reason(error)})") from None
+
+
+def _reason(error: BaseException) -> str:
+    """``error``'s type and message, cut to 300 characters."""
+    args = error.args
+    text = args[0] if len(args) == 1 and isinstance(args[0], str) else brief(args)
+    return f"{type(error).__name__}: {text[:300]}"
