@@ -10,11 +10,12 @@ LLM variables (all optional; with none set, the embedded local model answers):
   a vLLM or Ollama server (``http://localhost:11434/v1``) or a llama.cpp server.
 - ``RECAGENTS_LLM_MODEL``: the model name that endpoint serves.
 - ``OPENAI_API_KEY``: the key, if the endpoint needs one. Never stored or printed.
-- ``RECAGENTS_LLM_CONCURRENCY``: requests in flight (default 1 for the embedded single-slot
-  server, 8 for an endpoint).
-- ``RECAGENTS_LLM_TIMEOUT``: seconds per request (default 120).
-- ``RECAGENTS_LLM_MAX_ATTEMPTS``: tries per request on 429/5xx/timeouts (default 5).
-- ``RECAGENTS_LLM_MAX_REASKS``: re-asks after a malformed structured reply (default 2).
+- ``RECAGENTS_LLM_CONCURRENCY``: requests in flight, 1 to 256 (default: the embedded
+  server's slots, 8 for an endpoint).
+- ``RECAGENTS_LLM_TIMEOUT``: seconds per request, 0.1 to 86400 (default 120).
+- ``RECAGENTS_LLM_MAX_ATTEMPTS``: tries per request on 429/5xx/timeouts, 1 to 20 (default 5).
+- ``RECAGENTS_LLM_MAX_REASKS``: re-asks after a malformed structured reply, 0 to 10
+  (default 2).
 - ``RECAGENTS_LLM_STRUCTURED``: ``json_object`` (llama.cpp's schema form), ``json_schema``
   (OpenAI, vLLM) or ``auto`` (default: ``json_object`` for the embedded server).
 - ``RECAGENTS_EMBED_MODEL``: an embeddings model of the endpoint; default: the offline
@@ -22,11 +23,17 @@ LLM variables (all optional; with none set, the embedded local model answers):
 - ``RECAGENTS_REPLAY``: a reply bundle (``python -m recagents.llm bundle export``) to replay
   with no endpoint, no key and no local server; a request it lacks stops the run, named.
 - ``RECAGENTS_KEYLOG``: a file to which every cache key a run reads or writes is appended,
-  to export one run out of a shared cache (``bundle export --keys FILE``).
+  to export one run out of a shared cache (``bundle export --keys FILE``); checked to be
+  writable when the cache opens.
+- ``RECAGENTS_LOCK_TIMEOUT``: seconds to wait for another process's lock, 0 to 604800.
+
+Every number must be finite and within its range (:data:`LIMITS`); anything else stops at
+:func:`settings` with a :class:`ConfigError` naming the variable, its value and the range.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,23 +76,106 @@ class Settings:
     embed_model: str | None = None
     lock_timeout_s: float = 1800.0
 
+    def __post_init__(self) -> None:
+        """Check every numeric setting, also when code builds or replaces one directly."""
+        for field_name, (variable, kind, low, high) in LIMITS.items():
+            value = getattr(self, field_name)
+            if value is not None:
+                check_number(f"{field_name} ({variable})", value, kind, low, high)
+        if self.llm_base_url is not None:
+            check_endpoint_url("RECAGENTS_LLM_BASE_URL", self.llm_base_url)
+
     @property
     def llm_cache_path(self) -> Path:
         """The SQLite file that caches every LLM and embedding reply."""
         return self.cache_dir / "llm-cache.sqlite"
 
 
-def _number(name: str, default: float, kind: type = int, minimum: float = 1) -> float:
+#: Allowed range of each numeric setting: (environment variable, kind, lowest, highest).
+#: The upper bounds refuse values that are surely typos (1e9 requests in flight, 100,000
+#: tries per request) before a run starts, rather than failing (or hanging) in its middle.
+LIMITS: dict[str, tuple[str, type, float, float]] = {
+    "llm_concurrency": ("RECAGENTS_LLM_CONCURRENCY", int, 1, 256),
+    "llm_timeout_s": ("RECAGENTS_LLM_TIMEOUT", float, 0.1, 24 * 3600.0),
+    "llm_max_attempts": ("RECAGENTS_LLM_MAX_ATTEMPTS", int, 1, 20),
+    "llm_max_reasks": ("RECAGENTS_LLM_MAX_REASKS", int, 0, 10),
+    "lock_timeout_s": ("RECAGENTS_LOCK_TIMEOUT", float, 0, 7 * 24 * 3600.0),
+}
+
+
+def _allowed(kind: type, low: float, high: float) -> str:
+    noun = "an integer" if kind is int else "a number of seconds"
+    return f"{noun} from {low:g} to {high:g}"
+
+
+def check_number(name: str, value: object, kind: type, low: float, high: float) -> float:
+    """Return ``value`` as ``kind`` if it is finite and within ``[low, high]``.
+
+    Why: ``float("nan")`` and ``float("inf")`` parse, and NaN passes every ``<`` check, so a
+    typo would otherwise reach the HTTP client or a file lock and fail every request.
+
+    Args:
+        name: The environment variable (or setting) named in the error.
+        value: The raw text or number.
+        kind: ``int`` or ``float``.
+        low: Lowest allowed value.
+        high: Highest allowed value.
+
+    Raises:
+        ConfigError: Naming ``name``, the value and the allowed range.
+    """
+    allowed = _allowed(kind, low, high)
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        number = float(value) if kind is float else int(str(value).strip())  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{name}={value!r} is not {allowed}") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{name}={value!r} is not a finite number: use {allowed}")
+    if not low <= number <= high:
+        raise ConfigError(f"{name}={value!r} is out of range: use {allowed}")
+    return number
+
+
+def check_endpoint_url(name: str, url: str) -> str:
+    """Return ``url`` if it is an ``http(s)://host[:port]/...`` URL, else raise.
+
+    Why: a URL without a scheme, or with a bad port, otherwise fails inside the HTTP library
+    on every request (or with its own exception in the middle of a batch).
+
+    Raises:
+        ConfigError: Naming ``name`` and the URL with its credentials masked.
+    """
+    from urllib.parse import urlsplit
+
+    from recagents.llm.redact import redact_url
+
+    problem = ""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError on a port that is not a number)
+        if parts.scheme.lower() not in ("http", "https"):
+            problem = "it does not start with http:// or https://"
+        elif not parts.hostname:
+            problem = "it names no host"
+    except ValueError:  # its text may quote part of the URL: say what is wrong instead
+        problem = "its port is not a number, or a [bracketed] host is not closed"
+    if problem:
+        raise ConfigError(
+            f"{name}={redact_url(url)!r} is not an endpoint URL ({problem}); use e.g. "
+            "http://localhost:11434/v1 or https://api.openai.com/v1"
+        )
+    return url
+
+
+def _number(field_name: str, default: float) -> float:
+    """The setting ``field_name`` from its environment variable, checked against LIMITS."""
+    name, kind, low, high = LIMITS[field_name]
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        value = kind(raw)
-    except ValueError as error:
-        raise ConfigError(f"{name}={raw!r} is not a {kind.__name__}") from error
-    if value < minimum:
-        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
-    return value
+    return check_number(name, raw, kind, low, high)
 
 
 def settings() -> Settings:
@@ -96,17 +186,17 @@ def settings() -> Settings:
         raise ConfigError(
             f"RECAGENTS_LLM_STRUCTURED={structured!r}: use auto, json_object or json_schema"
         )
-    concurrency = os.environ.get("RECAGENTS_LLM_CONCURRENCY")
+    concurrency = os.environ.get("RECAGENTS_LLM_CONCURRENCY", "").strip()
     return Settings(
         cache_dir=Path(cache).expanduser(),
         llm_base_url=os.environ.get("RECAGENTS_LLM_BASE_URL") or None,
         llm_model=os.environ.get("RECAGENTS_LLM_MODEL") or None,
         api_key=os.environ.get("OPENAI_API_KEY") or None,
-        llm_concurrency=int(_number("RECAGENTS_LLM_CONCURRENCY", 1)) if concurrency else None,
-        llm_timeout_s=float(_number("RECAGENTS_LLM_TIMEOUT", 120.0, float, 0.1)),
-        llm_max_attempts=int(_number("RECAGENTS_LLM_MAX_ATTEMPTS", 5)),
-        llm_max_reasks=int(_number("RECAGENTS_LLM_MAX_REASKS", 2, int, 0)),
+        llm_concurrency=int(_number("llm_concurrency", 1)) if concurrency else None,
+        llm_timeout_s=float(_number("llm_timeout_s", 120.0)),
+        llm_max_attempts=int(_number("llm_max_attempts", 5)),
+        llm_max_reasks=int(_number("llm_max_reasks", 2)),
         llm_structured=structured,
         embed_model=os.environ.get("RECAGENTS_EMBED_MODEL") or None,
-        lock_timeout_s=float(_number("RECAGENTS_LOCK_TIMEOUT", 1800.0, float, 0)),
+        lock_timeout_s=float(_number("lock_timeout_s", 1800.0)),
     )

@@ -94,8 +94,14 @@ def check_replay() -> int:
 
 
 def bundle(args: argparse.Namespace) -> int:
-    """Run ``bundle export|import|show|verify``; errors are one line on stderr, status 1."""
+    """Run ``bundle export|import|show|verify``; errors are one line on stderr, status 1.
+
+    Errors: a bundle that fails a check (:class:`~recagents.llm.bundle.BundleError`), a cache
+    that cannot be used (:class:`~recagents.llm.cache.CacheError`) or a file that cannot be
+    read or written (``OSError``); never a traceback.
+    """
     from recagents.llm import bundle as bundles
+    from recagents.llm.cache import CacheError
 
     try:
         if args.action == "export":
@@ -116,9 +122,13 @@ def bundle(args: argparse.Namespace) -> int:
             if args.action == "show":
                 print(bundles.describe_bundle(manifest))
             else:
-                print(f"ok: {args.bundle}: {manifest['entries']} replies, every checksum matches")
-    except bundles.BundleError as error:
-        print(f"error: {error}", file=sys.stderr)
+                print(
+                    f"ok: {args.bundle}: {manifest['entries']} replies, every entry valid and "
+                    "every checksum matches"
+                )
+    except (bundles.BundleError, CacheError, OSError) as error:
+        message = " ".join(str(error).split())  # one line, whatever the error holds
+        print(f"error: {message}", file=sys.stderr)
         return 1
     return 0
 

@@ -14,8 +14,20 @@ A bundle is a zip file (no pickles) of two members:
   ``reply``, ``model``, token counts, the original latency and the entry's own ``sha256``.
 
 Keys never enter a bundle: every request passes the reply cache's credential checks again
-at export, and the requests, replies and manifest are scanned for the values of secret
-environment variables and for well-known key shapes; any hit refuses the export.
+at export, and every entry and the manifest go through :func:`recagents.llm.secret_scan.
+find_secrets` (values of secret-named environment variables, raw and JSON-escaped; fields
+named like credentials at any depth; ``detect-secrets``' key shapes); any hit refuses the
+export. Each entry also passes the checks of reading (below), so an export never writes a
+bundle that an import would refuse.
+
+Reading is bounded and trusts nothing: ``entries.jsonl`` is streamed line by line, never
+decompressed whole; a line longer than :data:`MAX_ENTRY_BYTES`, more than
+:data:`MAX_BUNDLE_BYTES` decompressed (declared in the zip or actually read), more lines than
+the manifest lists (at most :data:`MAX_ENTRIES`), an empty line, an entry nested deeper than
+:data:`MAX_DEPTH`, a non-finite number, a duplicate key, or an entry that does not match
+the entry rules (a chat reply without its ``text``, a token count that is not a whole
+number from 0 to :data:`MAX_TOKENS`, ...) is refused at once with a :class:`BundleError`
+naming the file, the line and the field. ``verify`` thereby checks what replay needs.
 
 Replay-only mode (``RECAGENTS_REPLAY=path/to/bundle``): the client imports the bundle into
 its reply cache, never contacts an endpoint, and stops a batch with :class:`ReplayMissError`
@@ -29,9 +41,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
-import re
 import zipfile
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,11 +52,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from recagents.llm.cache import ResponseCache, _check_no_secret_values, request_key
+from recagents.llm.cache import ResponseCache, request_key
+from recagents.llm.redact import redact_url
+from recagents.llm.schemas import validate_json
+from recagents.llm.secret_scan import find_secrets
+from recagents.resources import import_jsonschema
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "MANIFEST_SCHEMA",
+    "MAX_BUNDLE_BYTES",
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "MAX_ENTRY_BYTES",
+    "MAX_LATENCY_S",
+    "MAX_MANIFEST_BYTES",
+    "MAX_TOKENS",
     "REPLAY_ENV",
     "BundleError",
     "Replay",
@@ -76,12 +101,68 @@ _ENTRY_FIELDS = (
     "completion_tokens",
     "latency_s",
 )
-# Shapes of well-known credentials (OpenAI, Anthropic, Hugging Face, AWS, GitHub, Google):
-# refused even when no environment variable holds them (e.g. a cache made on another machine).
-_KEY_SHAPES = re.compile(
-    r"\b(sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}|hf_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}|AIza[0-9A-Za-z_\-]{35})"
-)
+
+MAX_ENTRY_BYTES = 4 * 2**20
+"""Longest line of ``entries.jsonl`` read (4 MiB): one request and its reply. The project's
+prompts are 1-16 KB (the embedded model's context is 4,096 tokens); this leaves room for a
+128k-token prompt of a hosted model, JSON-escaped."""
+
+MAX_BUNDLE_BYTES = 2**30
+"""Most bytes of ``entries.jsonl`` read, decompressed (1 GiB), whatever the zip declares.
+A paper-profile run of tens of thousands of 2-8 KB entries needs a few hundred MB. Reading
+holds the parsed entries: measured 2.8 times the decompressed size (4 times while importing),
+so a bundle at this limit needs about 3-4 GiB of memory."""
+
+MAX_ENTRIES = 1_000_000
+"""Most entries a manifest may list; lines beyond the manifest's count are refused at once."""
+
+MAX_MANIFEST_BYTES = 2**20
+"""Largest ``manifest.json`` read (1 MiB; a real one is about 1 KB)."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of lists and objects inside an entry (real requests nest about 8 deep)."""
+
+MAX_TOKENS = 10**9
+"""Largest token count an entry may hold (SQLite stores it as a 64-bit integer)."""
+
+MAX_LATENCY_S = 10.0**6
+"""Largest original latency an entry may hold, in seconds (11.6 days)."""
+
+_HEX = "0123456789abcdef"
+_HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+MANIFEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["format", "format_version", "entries", "entries_sha256"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "format_version": {"const": FORMAT_VERSION},
+        "entries": {"type": "integer", "minimum": 0, "maximum": MAX_ENTRIES},
+        "entries_sha256": _HEX64,
+        "created_at": {"type": ["string", "null"]},
+        "recagents_version": {"type": ["string", "null"]},
+        "endpoint": {"type": ["string", "null"]},
+        "profile": {"type": ["string", "null"]},
+        "notebooks": _STRINGS,
+        "models": {"type": "object", "additionalProperties": _COUNT},
+        "chat_models": _STRINGS,
+        "kinds": {"type": "object", "additionalProperties": _COUNT},
+        "structured": _STRINGS,
+        "sampling": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["sampling", "requests"],
+                "properties": {"sampling": {"type": ["object", "null"]}, "requests": _COUNT},
+            },
+        },
+        "prompt_tokens": {"type": "integer", "minimum": 0},
+        "completion_tokens": {"type": "integer", "minimum": 0},
+    },
+}
+"""What a manifest must be: the fields that reading, ``bundle show`` and replay use."""
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _IMPORTED: dict[tuple[str, int, int, str], dict[str, Any]] = {}
 
@@ -116,10 +197,12 @@ def endpoint_host(url: str | None) -> str:
     """
     if not url:
         return "local"
-    parts = urlsplit(url)
-    host = parts.hostname or "unknown"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme or 'http'}://{host}{port}"
+    try:  # credentials masked first (see redact_url), whatever urlsplit makes of the rest
+        parts = urlsplit(redact_url(url))
+        host, port = parts.hostname or "unknown", parts.port
+    except ValueError:  # a bad port or bracket: never echo any of it
+        return "unknown"
+    return f"{parts.scheme or 'http'}://{host}{f':{port}' if port else ''}"
 
 
 def _digest(entry: Mapping[str, Any]) -> str:
@@ -129,18 +212,143 @@ def _digest(entry: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _refuse_secrets(text: str, where: str) -> None:
-    """Raise BundleError if ``text`` holds a secret environment value or a key-shaped string."""
-    try:
-        _check_no_secret_values(text)
-    except ValueError as error:
-        raise BundleError(f"{where}: {error}; nothing was written") from None
-    match = _KEY_SHAPES.search(text)
-    if match:
+def _refuse_secrets(text: str, where: str, environ: dict[str, str] | None = None) -> None:
+    """Raise BundleError if :func:`find_secrets` finds a credential in ``text``.
+
+    The message names what was found (a variable, a field name, a kind of key), never the
+    secret itself. ``environ``: a snapshot of the environment (default: ``os.environ``).
+    """
+    found = find_secrets(text, environ)
+    if found:
+        more = f" (and {len(found) - 1} more findings)" if len(found) > 1 else ""
         raise BundleError(
-            f"{where} holds a string shaped like an API key ({match.group(0)[:6]}...); bundles "
-            "must never carry credentials; nothing was written"
+            f"{where} holds {found[0]}{more}; bundles must never carry credentials; remove it "
+            "from the cache (or unset the variable if it is a false alarm); nothing was written"
         )
+
+
+def _field(path: Iterable[Any]) -> str:
+    """``reply.text`` or ``request.messages[0]`` for a path of keys and indexes."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text.lstrip(".") or "(the whole entry)"
+
+
+def _shape_problem(value: Any) -> str | None:
+    """The first non-finite number, or nesting deeper than :data:`MAX_DEPTH`, in ``value``.
+
+    Iterative, so that no nesting depth can exhaust the stack. ``None`` when there is none.
+    """
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"field {_field(path)}: {item} is not a finite number"
+        if isinstance(item, dict | list):
+            if len(path) >= MAX_DEPTH:
+                return f"field {_field(path)}: nested deeper than MAX_DEPTH={MAX_DEPTH}"
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            stack.extend((v, (*path, k)) for k, v in pairs)
+    return None
+
+
+def _check_shape(value: Any, schema: dict[str, Any], where: str) -> None:
+    """Raise BundleError naming the field if ``value`` is non-finite, too deep or off-schema."""
+    problem = _shape_problem(value)
+    if problem is None:
+        try:
+            validate_json(value, schema)
+        except import_jsonschema().ValidationError as error:
+            path = list(error.absolute_path)
+            message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+            if error.validator == "required" and isinstance(error.instance, dict):
+                path.append(next(n for n in error.validator_value if n not in error.instance))
+                message = "missing"
+            problem = f"field {_field(path)}: {message}"
+    if problem is not None:
+        raise BundleError(f"{where}: {problem}")
+
+
+def _is_number(value: Any) -> bool:
+    """An int or a float, not a bool (finiteness is checked by :func:`_shape_problem`)."""
+    return type(value) in (int, float)
+
+
+def _entry_problem(entry: Mapping[str, Any]) -> str | None:
+    """What is wrong with an entry's fields, naming the field; ``None`` when nothing is.
+
+    The rules (what the cache stores and replay reads): exactly the fields ``key``,
+    ``request``, ``reply``, ``model``, ``prompt_tokens``, ``completion_tokens``,
+    ``latency_s`` and ``sha256``; ``key`` and ``sha256`` 64 lowercase hex digits; ``model``
+    a non-empty string; token counts whole numbers from 0 to :data:`MAX_TOKENS`;
+    ``latency_s`` a number from 0 to :data:`MAX_LATENCY_S`; ``request`` an object of
+    ``kind`` ``chat`` (with a ``messages`` list of objects, and a string or null
+    ``structured``) or ``embed`` (with a string ``input``); ``reply`` an object holding, for
+    a chat, a string ``text`` (and a string or null ``finish_reason``), for an embedding a
+    non-empty list of numbers ``embedding``.
+
+    Written out rather than as a JSON Schema: jsonschema took 250 us an entry, more than the
+    rest of reading together.
+    """
+    names = (*_ENTRY_FIELDS, "sha256")
+    for name in names:
+        if name not in entry:
+            return f"field {name}: missing"
+    for name in entry:
+        if name not in names:
+            return f"field {str(name)[:100]}: not a field of a bundle entry"
+    for name in ("key", "sha256"):
+        value = entry[name]
+        if not isinstance(value, str) or len(value) != 64 or value.strip(_HEX) != "":
+            return f"field {name}: {value!r:.80} is not 64 lowercase hex digits"
+    if not isinstance(entry["model"], str) or not 0 < len(entry["model"]) <= 1000:
+        return f"field model: {entry['model']!r:.80} is not a model name (1-1,000 characters)"
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = entry[name]
+        if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+            return f"field {name}: {value!r:.80} is not a whole number from 0 to {MAX_TOKENS:,}"
+    value = entry["latency_s"]
+    if not _is_number(value) or not 0 <= value <= MAX_LATENCY_S:
+        return f"field latency_s: {value!r:.80} is not a number from 0 to {MAX_LATENCY_S:g}"
+    request, reply = entry["request"], entry["reply"]
+    if not isinstance(request, dict):
+        return "field request: not an object"
+    if not isinstance(reply, dict):
+        return "field reply: not an object"
+    kind = request.get("kind")
+    if kind == "chat":
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return "field request.messages: not a list of messages (objects)"
+        if not isinstance(request.get("structured"), str | None):  # the manifest lists them
+            return "field request.structured: not a string or null"
+        if not isinstance(reply.get("text"), str):
+            return "field reply.text: " + ("missing" if "text" not in reply else "not a string")
+        if reply.get("finish_reason") is not None and not isinstance(reply["finish_reason"], str):
+            return "field reply.finish_reason: not a string or null"
+    elif kind == "embed":
+        if not isinstance(request.get("input"), str):
+            return "field request.input: not a string"
+        vector = reply.get("embedding")
+        if not isinstance(vector, list) or not vector:
+            return "field reply.embedding: not a non-empty list of numbers"
+        for i, value in enumerate(vector):
+            if not _is_number(value):
+                return f"field reply.embedding[{i}]: {value!r:.50} is not a number"
+    else:
+        return f"field request.kind: {kind!r:.80} is not 'chat' or 'embed'"
+    return None
+
+
+def _check_entry(entry: Any, where: str) -> None:
+    """Raise BundleError naming the field if ``entry`` breaks a rule of :func:`_entry_problem`.
+
+    Non-finite numbers and nesting deeper than :data:`MAX_DEPTH` are refused first.
+    """
+    problem = _shape_problem(entry) or _entry_problem(entry)
+    if problem is not None:
+        raise BundleError(f"{where}: {problem}")
 
 
 def _open_cache(cache: ResponseCache | str | Path) -> tuple[ResponseCache, bool]:
@@ -162,16 +370,25 @@ def _read_keylogs(keylogs: Iterable[str | Path]) -> list[str]:
         path = Path(log).expanduser()
         if not path.is_file():
             raise BundleError(f"key log {path} does not exist")
-        keys += [line.strip() for line in path.read_text(encoding="ascii").splitlines()]
+        try:
+            text = path.read_text(encoding="ascii")
+        except UnicodeDecodeError:
+            raise BundleError(f"key log {path} is not a key log (not ASCII text)") from None
+        keys += [line.strip() for line in text.splitlines()]
     return list(dict.fromkeys(k for k in keys if k))
 
 
 # --------------------------------------------------------------------------- export
 
 
-def _checked_entries(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows with their digests, after the credential checks; raises BundleError."""
-    entries = []
+def _checked_entries(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], bytes]:
+    """The rows as entries and as ``entries.jsonl``, after every check; raises BundleError.
+
+    Each row passes the cache's credential checks again, the entry rules of reading, and
+    :func:`find_secrets` on its exact line (the environment is read once per export).
+    """
+    environ = dict(os.environ)
+    entries, lines = [], []
     for row in rows:
         where = f"cache entry {row['key']}"
         try:
@@ -180,9 +397,13 @@ def _checked_entries(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             raise BundleError(f"{where}: {error}; nothing was written") from None
         if key != row["key"]:
             raise BundleError(f"{where}: its request hashes to {key}; the cache is corrupt")
-        _refuse_secrets(json.dumps(row, ensure_ascii=False), where)
-        entries.append({**{name: row[name] for name in _ENTRY_FIELDS}, "sha256": _digest(row)})
-    return entries
+        entry = {**{name: row[name] for name in _ENTRY_FIELDS}, "sha256": _digest(row)}
+        _check_entry(entry, f"{where} cannot be exported (nothing was written)")
+        line = json.dumps(entry, ensure_ascii=False, sort_keys=True)
+        _refuse_secrets(line, where, environ)
+        entries.append(entry)
+        lines.append(line + "\n")
+    return entries, "".join(lines).encode("utf-8")
 
 
 def _settings_summary(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -249,9 +470,7 @@ def export_bundle(
         raise BundleError(f"{len(absent)} wanted keys are not in the cache, e.g. {absent[0]}")
     if not rows:
         raise BundleError(f"nothing to export: no replies found in {store.path}")
-    entries = _checked_entries(rows)
-    lines = "".join(json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n" for e in entries)
-    data = lines.encode("utf-8")
+    entries, data = _checked_entries(rows)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -291,19 +510,41 @@ def _write_zip(path: Path, members: Mapping[str, bytes]) -> None:
 # --------------------------------------------------------------------------- reading
 
 
-def _read_members(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The parsed manifest and the raw entries of a bundle, after the format checks."""
-    if not path.is_file():
-        raise BundleError(f"bundle {path} does not exist")
+def _member(archive: zipfile.ZipFile, name: str, limit: int, path: Path) -> zipfile.ZipInfo:
+    """The zip entry ``name``, refused when missing, encrypted, oddly compressed or too big.
+
+    Only the declared size is checked here; the reader counts the bytes it really gets too.
+    """
     try:
-        with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
-            if not {_MANIFEST, _ENTRIES} <= names:
-                raise BundleError(f"bundle {path} lacks {_MANIFEST} or {_ENTRIES}")
-            manifest = json.loads(archive.read(_MANIFEST).decode("utf-8"))
-            data = archive.read(_ENTRIES)
-    except (zipfile.BadZipFile, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BundleError(f"bundle {path} is not a readable reply bundle ({error})") from None
+        info = archive.getinfo(name)
+    except KeyError:
+        raise BundleError(f"bundle {path} lacks {name}; it is not a reply bundle") from None
+    if info.flag_bits & 0x1:
+        raise BundleError(f"bundle {path}: {name} is encrypted; bundles never are")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise BundleError(
+            f"bundle {path}: {name} uses zip compression method {info.compress_type}; bundles "
+            "are stored or deflated"
+        )
+    if info.file_size > limit:
+        raise BundleError(
+            f"bundle {path}: {name} declares {info.file_size:,} bytes, more than the "
+            f"{limit:,} this code reads; it is not a bundle this code wrote"
+        )
+    return info
+
+
+def _read_manifest(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
+    """The manifest, read with a size cap and checked against :data:`MANIFEST_SCHEMA`."""
+    info = _member(archive, _MANIFEST, MAX_MANIFEST_BYTES, path)
+    with archive.open(info) as stream:
+        data = stream.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise BundleError(f"bundle {path}: {_MANIFEST} is larger than {MAX_MANIFEST_BYTES:,} bytes")
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError
+        raise BundleError(f"bundle {path}: {_MANIFEST} is not JSON ({error})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BundleError(f"{path} is not a reply bundle (manifest format is not {FORMAT!r})")
     if manifest.get("format_version") != FORMAT_VERSION:
@@ -311,20 +552,24 @@ def _read_members(path: Path) -> tuple[dict[str, Any], bytes]:
             f"bundle {path} has format_version {manifest.get('format_version')!r}; this code "
             f"reads version {FORMAT_VERSION}. Export it again with this version of recagents"
         )
-    return manifest, data
+    _check_shape(manifest, MANIFEST_SCHEMA, f"bundle {path}, {_MANIFEST}")
+    return manifest
 
 
-def _parse_entry(line: str, number: int, path: Path) -> dict[str, Any]:
-    """One checked entry of ``entries.jsonl``; raises BundleError naming the line and key."""
+def _parse_entry(line: bytes, number: int, path: Path) -> dict[str, Any]:
+    """One checked entry of ``entries.jsonl``; raises BundleError naming the line and field."""
     where = f"bundle {path}, {_ENTRIES} line {number}"
     try:
-        entry = json.loads(line)
-        missing = [name for name in (*_ENTRY_FIELDS, "sha256") if name not in entry]
-    except (json.JSONDecodeError, TypeError):
-        raise BundleError(f"{where} is not a JSON object") from None
-    if missing:
-        raise BundleError(f"{where} lacks the fields {missing}")
-    where += f" (key {entry['key']})"
+        entry = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BundleError(f"{where} is not UTF-8 text") from None
+    except (ValueError, RecursionError) as error:  # JSONDecodeError; an int of 4,300+ digits
+        raise BundleError(f"{where} is not a JSON object ({str(error)[:200]})") from None
+    if not isinstance(entry, dict):
+        raise BundleError(f"{where} is not a JSON object")
+    if isinstance(entry.get("key"), str) and len(entry["key"]) == 64:
+        where += f" (key {entry['key']})"
+    _check_entry(entry, where)
     if _digest(entry) != entry["sha256"]:
         raise BundleError(f"{where}: checksum mismatch; the entry was altered or damaged")
     try:
@@ -336,8 +581,84 @@ def _parse_entry(line: str, number: int, path: Path) -> dict[str, Any]:
     return entry
 
 
+def _read_entries(
+    archive: zipfile.ZipFile, path: Path, manifest: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Stream ``entries.jsonl`` line by line, checking each entry as it comes.
+
+    Every line counts against the manifest's ``entries`` (empty lines included, which are
+    refused), every byte against :data:`MAX_BUNDLE_BYTES`, each line against
+    :data:`MAX_ENTRY_BYTES`: a bundle that decompresses to far more than it says stops at
+    once, never after inflating it.
+    """
+    info = _member(archive, _ENTRIES, MAX_BUNDLE_BYTES, path)
+    listed = manifest["entries"]
+    digest, total, entries = hashlib.sha256(), 0, []
+    seen: dict[str, int] = {}
+    with archive.open(info) as stream:
+        for number in range(1, MAX_ENTRIES + 2):
+            line = stream.readline(MAX_ENTRY_BYTES + 1)
+            if not line:
+                break
+            where = f"bundle {path}, {_ENTRIES} line {number}"
+            total += len(line)
+            if total > MAX_BUNDLE_BYTES:
+                raise BundleError(
+                    f"{where}: {_ENTRIES} holds more than MAX_BUNDLE_BYTES={MAX_BUNDLE_BYTES:,} "
+                    "bytes decompressed"
+                )
+            if number > listed:
+                raise BundleError(
+                    f"{where}: the bundle holds more entries than the {listed} its manifest "
+                    "lists; an entry was added"
+                )
+            if len(line) > MAX_ENTRY_BYTES and not line.endswith(b"\n"):
+                raise BundleError(
+                    f"{where} is longer than MAX_ENTRY_BYTES={MAX_ENTRY_BYTES:,} bytes"
+                )
+            if line.isspace():
+                raise BundleError(f"{where} is empty; a bundle has one entry per line")
+            digest.update(line)
+            entry = _parse_entry(line, number, path)
+            if entry["key"] in seen:
+                raise BundleError(
+                    f"{where}: key {entry['key']} is already on line {seen[entry['key']]}"
+                )
+            seen[entry["key"]] = number
+            entries.append(entry)
+    if len(entries) != listed:
+        raise BundleError(
+            f"bundle {path} holds {len(entries)} entries but its manifest lists "
+            f"{listed}; an entry was added or removed"
+        )
+    if digest.hexdigest() != manifest["entries_sha256"]:
+        raise BundleError(f"bundle {path}: whole-bundle checksum mismatch ({_ENTRIES} altered)")
+    return entries
+
+
+def _check_summary(
+    manifest: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], path: Path
+) -> None:
+    """Refuse a manifest whose chat models or structured modes differ from its entries'.
+
+    Replay takes the model and the structured-output mode from the manifest; the manifest
+    has no checksum of its own, so they are recomputed from the (checked) entries.
+    """
+    summary = _settings_summary(entries)
+    for name in ("chat_models", "structured"):
+        if name in manifest and sorted(manifest[name]) != summary[name]:
+            raise BundleError(
+                f"bundle {path}: manifest field {name} is {manifest[name]} but its entries "
+                f"hold {summary[name]}; the manifest was edited"
+            )
+
+
 def read_bundle(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Read a bundle and verify it completely: format version, every entry, the whole file.
+
+    Reading streams ``entries.jsonl`` under the limits :data:`MAX_ENTRY_BYTES`,
+    :data:`MAX_BUNDLE_BYTES` and :data:`MAX_ENTRIES`, and checks each entry against
+    the entry rules before it is trusted (see :func:`_entry_problem`).
 
     Taught in: not shown in a notebook (used by ``python -m recagents.llm bundle verify``).
 
@@ -348,22 +669,19 @@ def read_bundle(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
         ``(manifest, entries)``.
 
     Raises:
-        BundleError: On any mismatch, naming the bundle and, for an entry, its line and key.
+        BundleError: On any mismatch, naming the bundle and, for an entry, its line, key and
+            field.
     """
     path = Path(path).expanduser()
-    manifest, data = _read_members(path)
+    if not path.is_file():
+        raise BundleError(f"bundle {path} does not exist")
     try:
-        lines = data.decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise BundleError(f"bundle {path}: {_ENTRIES} is not UTF-8") from None
-    entries = [_parse_entry(line, n, path) for n, line in enumerate(lines, 1) if line.strip()]
-    if len(entries) != manifest.get("entries"):
-        raise BundleError(
-            f"bundle {path} holds {len(entries)} entries but its manifest lists "
-            f"{manifest.get('entries')}; an entry was added or removed"
-        )
-    if hashlib.sha256(data).hexdigest() != manifest.get("entries_sha256"):
-        raise BundleError(f"bundle {path}: whole-bundle checksum mismatch ({_ENTRIES} altered)")
+        with zipfile.ZipFile(path) as archive:
+            manifest = _read_manifest(archive, path)
+            entries = _read_entries(archive, path, manifest)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+        raise BundleError(f"bundle {path} is not a readable reply bundle ({error})") from None
+    _check_summary(manifest, entries, path)
     return manifest, entries
 
 

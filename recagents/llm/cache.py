@@ -35,6 +35,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from recagents.config import ConfigError
+from recagents.llm.secret_scan import env_secrets_in, is_credential_name
+
 __all__ = [
     "CREDENTIAL_KEYS",
     "KEYLOG_ENV",
@@ -58,15 +61,6 @@ CREDENTIAL_KEYS: frozenset[str] = frozenset(
     {"api_key", "authorization", "password", "secret", "token"}
 )
 """Dict key names (compared case-insensitively) that a request may never contain."""
-
-# Environment variables whose values are treated as secrets (OPENAI_API_KEY, HF_TOKEN,
-# AWS_SECRET_ACCESS_KEY, ...): a request whose canonical JSON contains such a value (of at
-# least _MIN_SECRET_LEN characters, so that placeholders such as OPENAI_API_KEY=EMPTY for
-# local servers do not trip it) is refused like a credential key.
-_SECRET_ENV = re.compile(
-    r"(^|_)(API_?KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PASSWORD|PASSWD)$", re.IGNORECASE
-)
-_MIN_SECRET_LEN = 12
 
 KEYLOG_ENV = "RECAGENTS_KEYLOG"
 """Environment variable naming a file to which every key served or stored is appended."""
@@ -117,10 +111,15 @@ def price_for(model: str) -> tuple[float, float]:
 
 
 def _check_no_credentials(value: Any, path: str = "request") -> None:
-    """Raise ValueError if any dict key, at any depth, is named like a credential."""
+    """Raise ValueError if any dict key, at any depth, is named like a credential.
+
+    Named like a credential: one of :data:`CREDENTIAL_KEYS`, or any name that
+    :func:`recagents.llm.secret_scan.is_credential_name` flags (``x-api-key``, ``apiKey``,
+    ``access_token``, ...; case and separators ignored).
+    """
     if isinstance(value, Mapping):
         for k, v in value.items():
-            if isinstance(k, str) and k.lower() in CREDENTIAL_KEYS:
+            if isinstance(k, str) and (k.lower() in CREDENTIAL_KEYS or is_credential_name(k)):
                 raise ValueError(
                     f"{path} has a credential-like key {k!r}; requests are hashed and stored in "
                     "the reply cache and must never contain credentials"
@@ -132,14 +131,18 @@ def _check_no_credentials(value: Any, path: str = "request") -> None:
 
 
 def _check_no_secret_values(text: str) -> None:
-    """Raise ValueError if ``text`` contains the value of a secret-named environment variable."""
-    for name, value in os.environ.items():
-        if len(value) >= _MIN_SECRET_LEN and _SECRET_ENV.search(name) and value in text:
-            # Name the variable, never its value.
-            raise ValueError(
-                f"request contains the value of the environment variable {name}; requests are "
-                "stored in the reply cache and must never contain credentials"
-            )
+    """Raise ValueError if ``text`` contains the value of a secret-named environment variable.
+
+    Which variables, and how values are matched (raw and JSON-escaped), is
+    :func:`recagents.llm.secret_scan.env_secrets_in`; the message names the variable, never
+    its value. (The full scan for key shapes runs at bundle export, not on every request.)
+    """
+    names = env_secrets_in(text)
+    if names:
+        raise ValueError(
+            f"request contains the value of the environment variable {names[0]}; requests are "
+            "stored in the reply cache and must never contain credentials"
+        )
 
 
 def canonical_json(request: Mapping[str, Any]) -> str:
@@ -229,7 +232,7 @@ class CacheTotals:
 
 
 class CacheError(RuntimeError):
-    """The cache file cannot be used (not a cache, closed, or otherwise broken)."""
+    """The cache file cannot be used (not a cache, closed, damaged); the message says what to do."""
 
 
 class CacheVersionError(CacheError):
@@ -296,7 +299,10 @@ class ResponseCache:
 
     Raises:
         CacheVersionError: If the file holds another schema version.
-        CacheError: If the file is not an SQLite database or not a reply cache.
+        CacheError: If the file is not an SQLite database or not a reply cache. Any method
+            raises it too when SQLite finds the file damaged (a corrupt page, a row that
+            does not parse) or cannot read or write it, naming the file and what to do.
+        ConfigError: If the key log cannot be appended to (checked here, before any use).
     """
 
     def __init__(
@@ -310,9 +316,55 @@ class ResponseCache:
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._check_keylog()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             self._conn = self._open()
+
+    def _check_keylog(self) -> None:
+        """Refuse a key log that cannot be appended to, before any (paid) request is made.
+
+        Raises:
+            ConfigError: The key log is a folder, lies under a file, or is not writable.
+        """
+        if self.keylog is None:
+            return
+        try:
+            self.keylog.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.keylog, "a", encoding="ascii"):
+                pass
+        except OSError as exc:
+            raise ConfigError(
+                f"{KEYLOG_ENV}={str(self.keylog)!r}: the key log cannot be appended to "
+                f"({exc.strerror or exc}); point it at a file in a writable folder, or unset it"
+            ) from None
+
+    def _damaged(self, exc: Exception) -> CacheError:
+        """The :class:`CacheError` for an SQLite error other than a lock, naming the file.
+
+        Why: SQLite's own messages ("database disk image is malformed") name no file and
+        say nothing of what to do; a run must stop with both.
+        """
+        name = str(getattr(exc, "sqlite_errorname", "") or "")
+        if name.startswith("SQLITE_FULL"):
+            advice = "the disk is full: free space and rerun"
+        elif name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+            advice = "check that this process may write the file and its folder"
+        elif name.startswith("SQLITE_IOERR"):
+            advice = "the disk or filesystem failed a read or write; check it, then rerun"
+        elif name.startswith("SQLITE_NOTADB"):
+            advice = (
+                "it is not an SQLite file, or its header is damaged: move it aside (or delete "
+                "it) and rerun, or point the cache at another path (RECAGENTS_CACHE_DIR)"
+            )
+        else:
+            advice = (
+                "the file is damaged: move it and its -wal and -shm files aside (or delete "
+                "them) and rerun, which starts a fresh cache and asks the model again for "
+                "every reply it lacks (`python -m recagents.llm bundle import FILE` refills "
+                "it from a bundle)"
+            )
+        return CacheError(f"{self.path} is not a usable reply cache ({exc}): {advice}")
 
     # -- connection handling
 
@@ -337,9 +389,7 @@ class ResponseCache:
             conn.close()
             if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
                 raise
-            raise CacheError(
-                f"{self.path} is not a usable reply cache ({exc}); delete it or pick another path"
-            ) from exc
+            raise self._damaged(exc) from exc
         except BaseException:
             conn.close()
             raise
@@ -417,7 +467,10 @@ class ResponseCache:
                 self._conn = self._open()
             conn = self._conn
             assert conn is not None
-            return self._retry(lambda: fn(conn))
+            try:
+                return self._retry(lambda: fn(conn))
+            except sqlite3.DatabaseError as exc:  # corruption, I/O, full disk; not a lock
+                raise self._damaged(exc) from exc
 
     def __reduce__(self) -> tuple[type[ResponseCache], tuple[Path, float, Path | None]]:
         """Pickle as (path, timeout, keylog): the receiving process opens its own connection."""
@@ -431,9 +484,22 @@ class ResponseCache:
         """
         if self.keylog is None or not keys:
             return
-        self.keylog.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock, open(self.keylog, "a", encoding="ascii") as log:
-            log.write("".join(f"{key}\n" for key in keys))
+        try:
+            self.keylog.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock, open(self.keylog, "a", encoding="ascii") as log:
+                log.write("".join(f"{key}\n" for key in keys))
+        except OSError as exc:
+            raise CacheError(
+                f"key log {self.keylog} ({KEYLOG_ENV}) could not be appended to "
+                f"({exc.strerror or exc}); free space or point {KEYLOG_ENV} elsewhere"
+            ) from None
+
+    def _decode(self, decode: Callable[[], _T]) -> _T:
+        """Run ``decode`` on stored rows; a row that does not parse means a damaged file."""
+        try:
+            return decode()
+        except (ValueError, TypeError) as exc:
+            raise self._damaged(exc) from exc
 
     # -- reading
 
@@ -444,8 +510,9 @@ class ResponseCache:
         )
         if row is None:
             return None
+        reply = self._decode(lambda: _row_to_reply(row))
         self._note([key])
-        return _row_to_reply(row)
+        return reply
 
     def get_many(self, keys: Sequence[str]) -> dict[str, CachedReply]:
         """Return the stored replies of many keys at once; misses are left out.
@@ -460,8 +527,7 @@ class ResponseCache:
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT {_COLUMNS} FROM replies WHERE key IN ({marks})"
             rows = self._run(lambda c, sql=sql, chunk=chunk: c.execute(sql, chunk).fetchall())
-            for row in rows:
-                reply = _row_to_reply(row)
+            for reply in self._decode(lambda rows=rows: [_row_to_reply(row) for row in rows]):
                 out[reply.key] = reply
         self._note(list(out))
         return out
@@ -503,13 +569,17 @@ class ResponseCache:
                 rows += self._run(lambda c, sql=sql, chunk=chunk: c.execute(sql, chunk).fetchall())
             rows.sort()
         names = ("key", "request", "reply", "model", "prompt_tokens", "completion_tokens")
-        out = []
-        for row in rows:
-            entry = dict(zip((*names, "latency_s"), row, strict=True))
-            entry["request"] = json.loads(entry["request"])
-            entry["reply"] = json.loads(entry["reply"])
-            out.append(entry)
-        return out
+
+        def decode() -> list[dict[str, Any]]:
+            out = []
+            for row in rows:
+                entry = dict(zip((*names, "latency_s"), row, strict=True))
+                entry["request"] = json.loads(entry["request"])
+                entry["reply"] = json.loads(entry["reply"])
+                out.append(entry)
+            return out
+
+        return self._decode(decode)
 
     def totals(self, model: str | None = None) -> CacheTotals:
         """Sum rows, tokens and original latency over stored replies, optionally of one model."""

