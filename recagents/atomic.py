@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,7 +153,11 @@ def parse_atomic(path: Path, required: tuple[str, ...] = ()) -> Parsed:
 
 
 def _check_utf8(path: Path, data: bytes) -> None:
-    """Fail with the line and byte offset of the first byte that is not UTF-8."""
+    """Fail with the line and byte offset of the first byte that is not UTF-8, or of a NUL.
+
+    A NUL byte has no place in these text files, and pandas' parser would end the field at
+    it in silence (a field ``i1<NUL>-EXTRA`` would load as ``i1``).
+    """
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -161,6 +166,13 @@ def _check_utf8(path: Path, data: bytes) -> None:
             f"{path}: line {line} (byte offset {error.start}): byte 0x{data[error.start]:02x} "
             "is not valid UTF-8; save the file as UTF-8"
         ) from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise DatasetError(
+            f"{path}: line {line} (byte offset {nul}): a NUL byte (0x00), which a text "
+            "dataset file cannot hold; remove it"
+        )
 
 
 def _parse_header(path: Path, header: bytes, required: tuple[str, ...]) -> dict[str, type]:
@@ -226,10 +238,15 @@ def _float_error(
         for j, name in floats:
             text = fields[j].decode()
             try:
-                float(text or "0")
+                value = float(text or "0")
             except ValueError:
                 return DatasetError(
                     f"{path}: line {number}: cannot parse {text!r} as a number "
+                    f"(column {name}:float)"
+                )
+            if math.isinf(value) and "inf" not in text.lower():  # 1e400: out of range
+                return DatasetError(
+                    f"{path}: line {number}: {text!r} is beyond the range of a float "
                     f"(column {name}:float)"
                 )
     reason = " ".join(str(error).split())

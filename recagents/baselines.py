@@ -30,6 +30,11 @@ Every RecBole compatibility shim lives in this module:
   occurs in it, so its counts saturate at the number of batches. Pop's counts are set
   exactly from the training interactions instead.
 
+The benchmark files of a split are cached under ``<cache_dir>/recbole/data/`` with the
+SHA-256 of each (``SHA256SUMS.json``, written last); they are reused only when every file
+still matches, and are otherwise written again from the split with a warning, so a file
+edited by hand cannot change what a model learns or how cached weights map to items.
+
 Trained weights are cached under ``<cache_dir>/models/`` keyed by (model, split,
 seed, configuration), so a rerun of a notebook does not retrain. Each cache entry is written
 under an inter-process lock (:func:`cache_lock`) that gives up after
@@ -192,6 +197,42 @@ def _check_tokens(split: Split) -> None:
                 )
 
 
+#: The record of the benchmark files' SHA-256, written beside them after them.
+BENCHMARK_SUMS = "SHA256SUMS.json"
+_PARTS = ("train", "valid", "test")
+
+
+def _file_sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _benchmark_problem(data_dir: Path) -> str | None:
+    """Why the benchmark files in ``data_dir`` cannot be reused, or None if they can.
+
+    Reused only when each ``data.<part>.inter`` has the SHA-256 recorded in
+    :data:`BENCHMARK_SUMS` when it was written, so a file edited by hand (or cut short)
+    never silently changes what a model learns or how its cached weights map to items.
+    """
+    sums_path = data_dir / BENCHMARK_SUMS
+    if not sums_path.is_file():
+        return "absent"
+    try:
+        sums = json.loads(sums_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return f"{sums_path} is not a checksum record"
+    for part in _PARTS:
+        path = data_dir / f"data.{part}.inter"
+        if not path.is_file():
+            return f"{path} is missing"
+        if not isinstance(sums, dict) or _file_sha256(path) != sums.get(path.name):
+            return f"{path} differs from the file written from the split (SHA-256 mismatch)"
+    return None
+
+
 def write_benchmark_files(split: Split, folder: Path, max_seq_len: int | None) -> Path:
     """Write ``split`` as RecBole benchmark files ``data.{train,valid,test}.inter``.
 
@@ -199,19 +240,36 @@ def write_benchmark_files(split: Split, folder: Path, max_seq_len: int | None) -
     ``item_id_list``: the user's previous items (at most ``max_seq_len``), so RecBole
     trains on each training prefix and evaluates valid/test on the full past.
 
+    Files already in ``folder`` are reused only if their SHA-256 matches the record
+    (:data:`BENCHMARK_SUMS`) written with them; otherwise they are written again from the
+    split, with a warning naming the file that differed (see :func:`_benchmark_problem`).
+
     Taught in: not shown in a notebook (used by recagents.baselines.train_baseline).
     """
     _check_tokens(split)
     data_dir = folder / "data"
-    if (data_dir / "data.test.inter").is_file():
+    problem = _benchmark_problem(data_dir)
+    if problem is None:
         return folder
+    if problem != "absent":
+        warnings.warn(f"{problem}; writing the benchmark files again from the split", stacklevel=3)
+    (data_dir / BENCHMARK_SUMS).unlink(missing_ok=True)
+    for part, (frame, header) in _benchmark_frames(split, max_seq_len).items():
+        _write_atomic(frame, data_dir / f"data.{part}.inter", header)
+    sums = {f"data.{part}.inter": _file_sha256(data_dir / f"data.{part}.inter") for part in _PARTS}
+    tmp = data_dir / f"{BENCHMARK_SUMS}.tmp"
+    tmp.write_text(json.dumps(sums, indent=1), encoding="utf-8")
+    tmp.replace(data_dir / BENCHMARK_SUMS)
+    return folder
+
+
+def _benchmark_frames(
+    split: Split, max_seq_len: int | None
+) -> dict[str, tuple[pd.DataFrame, list[str]]]:
+    """The frame and header of each benchmark file (see :func:`write_benchmark_files`)."""
     if max_seq_len is None:
-        for part in ("train", "valid", "test"):
-            frame = getattr(split, part)[[USER, ITEM]]
-            _write_atomic(
-                frame, data_dir / f"data.{part}.inter", ["user_id:token", "item_id:token"]
-            )
-        return folder
+        header = ["user_id:token", "item_id:token"]
+        return {part: (getattr(split, part)[[USER, ITEM]], header) for part in _PARTS}
     if split.valid[USER].duplicated().any() or split.test[USER].duplicated().any():
         raise BaselineError(
             "sequential models need at most one valid and one test item per user "
@@ -230,9 +288,7 @@ def write_benchmark_files(split: Split, folder: Path, max_seq_len: int | None) -
                 past.append(valid_items[user])
             rows[part].append((user, item, " ".join(past[-max_seq_len:])))
     header = ["user_id:token", "item_id:token", "item_id_list:token_seq"]
-    for part, part_rows in rows.items():
-        _write_atomic(pd.DataFrame(part_rows), data_dir / f"data.{part}.inter", header)
-    return folder
+    return {part: (pd.DataFrame(part_rows), header) for part, part_rows in rows.items()}
 
 
 def _recbole_config(

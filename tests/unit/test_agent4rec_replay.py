@@ -175,3 +175,90 @@ def test_the_whole_recorded_run_matches_metrics_txt(official_folder: Path) -> No
     assert len(m) == 5
     assert (m["from_records"] - m["metrics_txt"]).abs().max() < 1e-9
     assert (m["from_replay"] - m["metrics_txt"]).abs().max() < 1e-9
+
+
+_GOOD = {"agent_id": 0, "pages": [_page(1, [1, 2, 3, 4], [1], {1: 4}, [1])], "interview": " 5"}
+_MALFORMED = {
+    "not JSON": ("{oops", "line 2, column 2: not valid JSON"),
+    "a list, not a record": ("[1, 2]", "line 2: a visit record must be a JSON object, not list"),
+    "no agent_id": ('{"pages": []}', "line 2: agent_id is missing"),
+    "no pages": ('{"agent_id": 1}', "line 2: pages is missing"),
+    "pages not a list": ('{"agent_id": 1, "pages": 5}', "line 2: pages is int, not a list"),
+    "page not an object": ('{"agent_id": 1, "pages": [3]}', "line 2: pages[0] is int"),
+    "no recommended_id": (
+        '{"agent_id": 1, "pages": [{"page": 1}]}',
+        "line 2: pages[0].recommended_id is missing",
+    ),
+    "id of another type": (
+        '{"agent_id": 1, "pages": [{"recommended_id": [1, [2]]}]}',
+        "line 2: pages[0].recommended_id[1] is [2], not an id",
+    ),
+    "rating not a number": (
+        '{"agent_id": 1, "pages": [{"recommended_id": [1], "rating_id": [1], "rating": ["x"]}]}',
+        "line 2: pages[0].rating[0] is 'x', not a finite number",
+    ),
+    "rating NaN": (
+        '{"agent_id": 1, "pages": [{"recommended_id": [1], "rating_id": [1], "rating": [NaN]}]}',
+        "line 2: pages[0].rating[0] is nan, not a finite number",
+    ),
+    "ratings not one per rated item": (
+        '{"agent_id": 1, "pages": [{"recommended_id": [1], "rating_id": [1], "rating": []}]}',
+        "line 2: pages[0].rating has 0 entries but rating_id has 1",
+    ),
+    "page number a string": (
+        '{"agent_id": 1, "pages": [{"recommended_id": [1], "page": "2"}]}',
+        "line 2: pages[0].page is '2', not a page number",
+    ),
+    "agent twice": (
+        '{"agent_id": 0, "pages": []}',
+        "line 2: agent_id 0 was already recorded on line 1",
+    ),
+    "too deep": ("[" * 100_000 + "]" * 100_000, "line 2: JSON nested too deeply"),
+    "huge integer": ('{"agent_id": ' + "9" * 5000 + ', "pages": []}', "line 2: not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("line, fragment", _MALFORMED.values(), ids=_MALFORMED.keys())
+@pytest.mark.parametrize("reader", ["read_recorded_visits", "load_official_run"])
+def test_a_malformed_record_names_file_line_and_field(
+    tmp_path: Path, line: str, fragment: str, reader: str
+) -> None:
+    folder = _export(tmp_path / "run")
+    path = folder / "run_lightgcn_1000.jsonl"
+    path.write_text(json.dumps(_GOOD) + "\n" + line + "\n", encoding="utf-8")
+    read = P.read_recorded_visits if reader == "read_recorded_visits" else R.load_official_run
+    with pytest.raises(R.RecordedRunError) as caught:
+        read(folder)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and fragment in message, message
+    assert isinstance(caught.value, ValueError) and len(message) < 300
+
+
+def test_a_record_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
+    folder = _export(tmp_path / "run")
+    path = folder / "run_lightgcn_1000.jsonl"
+    path.write_bytes(json.dumps(_GOOD).encode() + b'\n{"agent_id": "\xff"}\n')
+    with pytest.raises(R.RecordedRunError, match=r"line 2 \(byte 14 of the line\): not valid"):
+        P.read_recorded_visits(folder)
+
+
+def test_optional_lists_may_be_absent_or_null(tmp_path: Path) -> None:
+    folder = _export(tmp_path / "run")
+    record = {"agent_id": 7, "pages": [{"recommended_id": [1, 2], "watch_id": None}]}
+    (folder / "run_lightgcn_1000.jsonl").write_text(json.dumps(record) + "\n\n")
+    visits = P.read_recorded_visits(folder)
+    assert visits["7"].pages[0]["watch_id"] == [] and visits["7"].pages[0]["feeling"] == []
+    run = R.load_official_run(folder)
+    assert run.exposures["watched"].tolist() == [False, False]
+    assert run.exposures["page"].tolist() == [1, 1]
+
+
+def test_an_overlong_line_is_refused_without_reading_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(R, "MAX_RECORD_BYTES", 1000)
+    folder = _export(tmp_path / "run")
+    path = folder / "run_lightgcn_1000.jsonl"
+    path.write_text(json.dumps(_GOOD) + "\n" + " " * 5000 + "{}\n")
+    with pytest.raises(R.RecordedRunError, match="line 2: longer than 1,000 bytes"):
+        P.read_recorded_visits(folder)

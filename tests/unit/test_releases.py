@@ -101,7 +101,9 @@ def http_server(mirror: Path) -> Iterator[Any]:
     server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.folder = mirror
     server.ranges = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,13 @@ from recagents.papers.agent4rec.frames import (
 __all__ = [
     "OFFICIAL_ENV",
     "OfficialRun",
+    "RecordedRunError",
     "UnsafePickleError",
     "load_official_pickle",
     "load_official_run",
     "official_run_dir",
     "parse_satisfaction",
+    "read_run_records",
 ]
 
 OFFICIAL_ENV = "RECAGENTS_AGENT4REC_RECORDED"
@@ -191,6 +194,159 @@ _OFFICIAL_FILES = (
 )
 
 
+class RecordedRunError(ValueError):
+    """A recorded-run file that cannot be read: the message names the file, line and field.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.agent4rec.recorded.read_run_records).
+    """
+
+
+#: The longest line :func:`read_run_records` reads (the authors' longest is under 10 KB).
+MAX_RECORD_BYTES = 16 << 20
+#: Per-page lists of item ids; ``recommended_id`` is required, the others may be absent.
+_ID_LISTS = ("recommended_id", "align_id", "like_id", "watch_id", "rating_id", "ground_truth")
+
+
+def _show(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters for a message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int | str) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
+
+
+class _Bad(Exception):
+    """A field of a record that breaks a rule: ``(field, problem)``, turned into a message."""
+
+
+def _check_page(page: Any, at: str) -> dict[str, Any]:
+    """One stored page, checked; absent or ``null`` optional lists become ``[]``.
+
+    Raises:
+        _Bad: ``(field, problem)`` for the caller to name the file and line.
+    """
+    if not isinstance(page, dict):
+        raise _Bad(at, f"is {type(page).__name__}, not an object")
+    page = dict(page)
+    if "recommended_id" not in page:
+        raise _Bad(f"{at}.recommended_id", "is missing")
+    for key in _ID_LISTS:
+        value = page.get(key)
+        if value is None and key != "recommended_id":
+            page[key] = []
+            continue
+        if not isinstance(value, list):
+            raise _Bad(f"{at}.{key}", f"is {type(value).__name__}, not a list of ids")
+        for index, item in enumerate(value):
+            if not _is_id(item):
+                raise _Bad(f"{at}.{key}[{index}]", f"is {_show(item)}, not an id")
+    for key, check, kind in (("rating", _is_number, "a finite number"),
+                             ("feeling", lambda v: isinstance(v, str), "a string")):  # fmt: skip
+        value = page.get(key)
+        if value is None:
+            page[key] = []
+            continue
+        if not isinstance(value, list):
+            raise _Bad(f"{at}.{key}", f"is {type(value).__name__}, not a list")
+        for index, item in enumerate(value):
+            if not check(item):
+                raise _Bad(f"{at}.{key}[{index}]", f"is {_show(item)}, not {kind}")
+        if len(value) != len(page["rating_id"]):
+            raise _Bad(
+                f"{at}.{key}",
+                f"has {len(value)} entries but rating_id has {len(page['rating_id'])}",
+            )
+    number = page.get("page")
+    if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+        raise _Bad(f"{at}.page", f"is {_show(number)}, not a page number")
+    return page
+
+
+def read_run_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each visit record of a recorded-run JSONL file, checked, with its line number.
+
+    Every line (blank lines are skipped) must be UTF-8 JSON of one object with an
+    ``agent_id`` (an int or a string, not seen on an earlier line) and ``pages``: a list of
+    objects, each with a ``recommended_id`` list of ids; ``align_id``, ``like_id``,
+    ``watch_id``, ``rating_id`` and ``ground_truth`` are lists of ids when present,
+    ``rating`` (finite numbers) and ``feeling`` (strings) lists as long as ``rating_id``,
+    ``page`` an int. Absent or ``null`` optional lists are yielded as ``[]``.
+
+    Taught in: not shown in a notebook (used by
+        recagents.papers.agent4rec.recorded._official_logs and
+        recagents.papers.agent4rec.replay.read_recorded_visits).
+
+    Raises:
+        RecordedRunError: The first line that breaks a rule, naming the file, the line and
+            the field (e.g. ``pages[2].recommended_id``) and what is wrong with it.
+    """
+    path = Path(path)
+    first_line: dict[str, int] = {}
+    with open(path, "rb") as handle:
+        for line_no, raw in enumerate(iter(lambda: handle.readline(MAX_RECORD_BYTES + 1), b""), 1):
+            where = f"{path}: line {line_no}"
+            if len(raw) > MAX_RECORD_BYTES:
+                raise RecordedRunError(
+                    f"{where}: longer than {MAX_RECORD_BYTES:,} bytes (MAX_RECORD_BYTES); "
+                    "a visit record is one line of a few KB"
+                )
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise RecordedRunError(
+                    f"{where} (byte {error.start} of the line): not valid UTF-8"
+                ) from None
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise RecordedRunError(
+                    f"{where}, column {error.colno}: not valid JSON ({error.msg})"
+                ) from None
+            except RecursionError:
+                raise RecordedRunError(f"{where}: JSON nested too deeply") from None
+            except ValueError as error:  # e.g. an integer of more digits than Python allows
+                raise RecordedRunError(f"{where}: not valid JSON ({error})") from None
+            if not isinstance(record, dict):
+                raise RecordedRunError(
+                    f"{where}: a visit record must be a JSON object, not {type(record).__name__}"
+                )
+            try:
+                for key in ("agent_id", "pages"):
+                    if key not in record:
+                        raise _Bad(key, "is missing")
+                if not _is_id(record["agent_id"]):
+                    raise _Bad("agent_id", f"is {_show(record['agent_id'])}, not an id")
+                if not isinstance(record["pages"], list):
+                    kind = type(record["pages"]).__name__
+                    raise _Bad("pages", f"is {kind}, not a list of pages")
+                pages = [_check_page(page, f"pages[{i}]") for i, page in enumerate(record["pages"])]
+            except _Bad as error:
+                field, problem = error.args
+                raise RecordedRunError(f"{where}: {field} {problem}") from None
+            user = str(record["agent_id"])
+            if user in first_line:
+                raise RecordedRunError(
+                    f"{where}: agent_id {_show(record['agent_id'])} was already recorded on line "
+                    f"{first_line[user]}; each agent's visit is one line"
+                )
+            first_line[user] = line_no
+            yield line_no, {**record, "pages": pages}
+
+
 def _official_items(folder: Path) -> pd.DataFrame:
     items = pd.read_csv(folder / "movie_detail.csv", keep_default_na=False)
     _require(items, ["movie_id", "title", "genres", "rating", "summary"], "movie_detail.csv")
@@ -234,43 +390,37 @@ def _official_logs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     exposures: list[tuple] = []
     sessions: list[tuple] = []
     unparsed = 0
-    with open(folder / "run_lightgcn_1000.jsonl", encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if "agent_id" not in record or "pages" not in record:
-                raise ValueError(f"run_lightgcn_1000.jsonl line {line_no} lacks agent_id/pages")
-            user = str(record["agent_id"])
-            pages = record["pages"]
-            for page_no, page in enumerate(pages, 1):
-                aligned = {str(i) for i in page.get("align_id", [])}
-                watched = {str(i) for i in page.get("watch_id", [])}
-                rated = [str(i) for i in page.get("rating_id", [])]
-                ratings = dict(zip(rated, page.get("rating", []), strict=False))
-                feelings = dict(zip(rated, page.get("feeling", []), strict=False))
-                for position, item in enumerate(page["recommended_id"]):
-                    item = str(item)
-                    rating = ratings.get(item)
-                    exposures.append(
-                        (
-                            user,
-                            OFFICIAL_RECOMMENDER,
-                            int(page.get("page", page_no)),
-                            position,
-                            item,
-                            item in aligned,
-                            item in watched,
-                            float(rating) if rating is not None else math.nan,
-                            str(feelings.get(item, "") or ""),
-                        )
+    for _, record in read_run_records(folder / "run_lightgcn_1000.jsonl"):
+        user = str(record["agent_id"])
+        pages = record["pages"]
+        for page_no, page in enumerate(pages, 1):
+            aligned = {str(i) for i in page["align_id"]}
+            watched = {str(i) for i in page["watch_id"]}
+            rated = [str(i) for i in page["rating_id"]]
+            ratings = dict(zip(rated, page["rating"], strict=False))  # [] when absent
+            feelings = dict(zip(rated, page["feeling"], strict=False))
+            for position, item in enumerate(page["recommended_id"]):
+                item = str(item)
+                rating = ratings.get(item)
+                exposures.append(
+                    (
+                        user,
+                        OFFICIAL_RECOMMENDER,
+                        page_no if page.get("page") is None else page["page"],
+                        position,
+                        item,
+                        item in aligned,
+                        item in watched,
+                        float(rating) if rating is not None else math.nan,
+                        str(feelings.get(item, "") or ""),
                     )
-            score = parse_satisfaction(record.get("interview"))
-            unparsed += int(math.isnan(score))
-            exit_page = len(pages)
-            sessions.append(
-                (user, OFFICIAL_RECOMMENDER, exit_page, exit_page < OFFICIAL_MAX_PAGES, score)
-            )
+                )
+        score = parse_satisfaction(record.get("interview"))
+        unparsed += int(math.isnan(score))
+        exit_page = len(pages)
+        sessions.append(
+            (user, OFFICIAL_RECOMMENDER, exit_page, exit_page < OFFICIAL_MAX_PAGES, score)
+        )
     exposure_frame = pd.DataFrame(exposures, columns=list(EXPOSURE_COLUMNS))
     exposure_frame["aligned"] = exposure_frame["aligned"].astype("boolean")
     exposure_frame["watched"] = exposure_frame["watched"].astype(bool)
@@ -301,6 +451,8 @@ def load_official_run(folder: str | Path | None = None) -> OfficialRun:
     Raises:
         FileNotFoundError: If no folder is given or set, or the folder or one of its
             files is missing.
+        RecordedRunError: A line of the run file breaks a rule of :func:`read_run_records`
+            (the message names the file, the line and the field).
     """
     if folder is None:
         folder = official_run_dir()

@@ -19,7 +19,6 @@ can change a recorded decision.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -41,6 +40,7 @@ from recagents.papers.agent4rec.recorded import (
     load_official_run,
     official_run_dir,
     parse_satisfaction,
+    read_run_records,
 )
 from recagents.papers.agent4rec.scripted import request_kind
 
@@ -112,7 +112,9 @@ def read_recorded_visits(
 
     Raises:
         FileNotFoundError: No folder is given or set, or it lacks the run file.
-        ValueError: A line is not a visit record (the message names the line).
+        RecordedRunError: A line is not a visit record (a ``ValueError``; the message names
+            the file, the line and the field, see
+            :func:`~recagents.papers.agent4rec.recorded.read_run_records`).
     """
     folder = Path(folder) if folder is not None else official_run_dir()
     if folder is None:
@@ -124,25 +126,19 @@ def read_recorded_visits(
     if not path.is_file():
         raise FileNotFoundError(f"{folder} lacks run_lightgcn_1000.jsonl")
     visits: dict[str, RecordedVisit] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if not isinstance(record, dict) or "agent_id" not in record or "pages" not in record:
-                raise ValueError(f"{path.name} line {line_no} is not a visit record")
-            pages = []
-            for page in record["pages"]:
-                keys = ("recommended_id", "align_id", "like_id", "watch_id", "rating_id")
-                pages.append(
-                    {**page, **{key: _ids(page.get(key)) for key in keys},
-                     "ground_truth": _ids(page.get("ground_truth"))}
-                )  # fmt: skip
-            user = str(record["agent_id"])
-            interview = record.get("interview")
-            visits[user] = RecordedVisit(
-                user, pages, parse_satisfaction(interview), _interview_reason(interview)
-            )
+    for _, record in read_run_records(path):
+        pages = []
+        for page in record["pages"]:
+            keys = ("recommended_id", "align_id", "like_id", "watch_id", "rating_id")
+            pages.append(
+                {**page, **{key: _ids(page.get(key)) for key in keys},
+                 "ground_truth": _ids(page.get("ground_truth"))}
+            )  # fmt: skip
+        user = str(record["agent_id"])
+        interview = record.get("interview")
+        visits[user] = RecordedVisit(
+            user, pages, parse_satisfaction(interview), _interview_reason(interview)
+        )
     ordered = sorted(visits, key=lambda u: (len(u), u))
     return {u: visits[u] for u in ordered[:n_agents]}
 
