@@ -1,30 +1,38 @@
 """Read-only, bounded SQL for InteRecAgent's planner: text checks, SQLite limits, allow-list.
 
 The planner is a language model and its SQL is untrusted input. :class:`ReadOnlyTable` runs
-it on an in-memory SQLite table :data:`TABLE` so that it can only read that table, within
-bounds of time, memory and output size, and so that every failure becomes a
+it on an in-memory SQLite table :data:`TABLE`, in a separate worker process
+(:mod:`~recagents.papers.interecagent.sqlworker`), so that it can only read that table,
+within bounds of time, memory, temporary storage and output size, without touching this
+process's SQLite (the reply cache's included), and so that every failure becomes a
 :class:`ToolError` the planner can read and recover from. The guards, in the order a
 statement meets them, prefer SQLite's own mechanisms to hand-written parsing:
 
-1. Text (:func:`_prepare_select`): at most :data:`SQL_MAX_CHARS` characters, checked before
-   anything else looks at the text; one statement, starting with SELECT or WITH; a table name
-   after FROM or JOIN is grounded to :data:`TABLE` (as the paper does) with a note.
+1. Text (:func:`_prepare_select`, in this process): at most :data:`SQL_MAX_CHARS`
+   characters, checked before anything else looks at the text; one statement, starting with
+   SELECT or WITH; a table name after FROM or JOIN is grounded to :data:`TABLE` (as the paper
+   does) with a note.
 2. The authorizer: SELECT, reading :data:`TABLE` and calling the functions of
    :data:`SQL_FUNCTIONS`; everything else is refused while the statement is prepared.
 3. Per-connection limits (:data:`SQL_LIMITS`, ``Connection.setlimit``): the length of any
    string, blob or row (:data:`SQL_VALUE_MAX_BYTES`), of the SQL text, the result columns,
    compound SELECTs, expression depth, function arguments, LIKE patterns and the size of the
-   compiled program. Temporary b-trees and sorts spill to temporary files (``temp_store =
-   FILE``) instead of memory.
-4. SQLite's heap (``PRAGMA hard_heap_limit``, :data:`SQL_HEAP_LIMIT_BYTES`): the one guard
-   against blow-ups while a statement is *prepared* (nested subqueries that repeat a column
-   are flattened into exponentially large expression trees before any row is read, where
-   neither the time limit nor the program-size limit can see them). The limit is
-   process-wide, so it is a generous backstop, far above what legitimate use needs.
-5. Time: a progress handler stops a statement after ``timeout_s``, checked every
-   :data:`PROGRESS_OPS` virtual-machine steps. The value and pattern limits keep any single
-   step short (a quadratic function over the longest value allowed takes milliseconds), so
-   a statement cannot overrun its deadline by more than a fraction of a second.
+   compiled program.
+4. The worker's heap (``PRAGMA hard_heap_limit``): :data:`SQL_HEAP_LIMIT_BYTES` plus room
+   for the table itself (:func:`_heap_bytes`). Sorts, temporary b-trees, materialised
+   subqueries and window buffers live on that heap too (``temp_store = MEMORY``), so a query
+   that would spill to temporary files (an ORDER BY, GROUP BY, DISTINCT or window over a
+   cross join) fails there within about a second, as does a statement that blows up while it
+   is *prepared* (nested subqueries that repeat a column are flattened into exponentially
+   large expression trees before any row is read). The limit is process-wide in SQLite,
+   which is why it is set in the worker: in this process it made the reply cache's writes
+   fail while a bomb ran in another thread. The worker may not write any file
+   (``RLIMIT_FSIZE = 0``) and its address space is capped (``RLIMIT_AS``) as a backstop.
+5. Time: a progress handler in the worker stops a statement after ``timeout_s``, checked
+   every :data:`PROGRESS_OPS` virtual-machine steps. The value and pattern limits keep any
+   single step short (a quadratic function over the longest value allowed takes
+   milliseconds). If the worker still has not answered :data:`WORKER_GRACE_S` after the time
+   limit, this process kills it and starts a fresh one for the next query.
 6. Output: rows are read one at a time (or in small batches) and never all at once: at most
    :data:`SQL_MAX_ROWS` rows and :data:`SQL_RESULT_MAX_CHARS` characters are kept, each text
    value is cut to :data:`CELL_CHARS` with a visible mark, and :func:`clip_text` caps any
@@ -34,17 +42,26 @@ statement meets them, prefer SQLite's own mechanisms to hand-written parsing:
 The limits, :class:`ToolError` and :func:`clip_text` are in
 :mod:`~recagents.papers.interecagent.sqllimits` and the text check (1.) in
 :mod:`~recagents.papers.interecagent.sqltext`; this module holds the results and
-:class:`ReadOnlyTable` (2. to 6.) and re-exports the limits.
+:class:`ReadOnlyTable` (the client of the worker, which does 2. to 6.) and re-exports the
+limits. The worker starts with the first query of a table (about 0.1 s) and ends with
+:meth:`ReadOnlyTable.close` or when the table is garbage-collected.
 """
 
 from __future__ import annotations
 
+import marshal
+import os
 import sqlite3
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from rapidfuzz import fuzz, process
 
@@ -73,7 +90,7 @@ from recagents.papers.interecagent.sqllimits import (
     ToolError,
     clip_text,
 )
-from recagents.papers.interecagent.sqltext import _has_order_by, _prepare_select, _PreparedSQL
+from recagents.papers.interecagent.sqltext import _has_order_by, _prepare_select
 
 __all__ = [
     "CELL_CHARS",
@@ -97,6 +114,7 @@ __all__ = [
     "SQL_RESULT_MAX_CHARS",
     "SQL_VALUE_MAX_BYTES",
     "TABLE",
+    "WORKER_GRACE_S",
     "IdSelection",
     "ReadOnlyTable",
     "SelectResult",
@@ -105,11 +123,36 @@ __all__ = [
 ]
 
 
-_T = TypeVar("_T")
-
-
-#: Failures of SQLite or of converting its values that a query can cause.
-_SQL_FAILURES = (sqlite3.Error, sqlite3.Warning, MemoryError, OverflowError, UnicodeError)
+#: Seconds past a query's time limit after which this process stops a worker that has not
+#: answered (the worker's own deadline check normally answers first).
+WORKER_GRACE_S = 2.0
+#: The worker's SQLite heap holds the table too: :data:`SQL_HEAP_LIMIT_BYTES` plus this many
+#: times the characters of the table's values (its b-tree takes about twice that, measured
+#: at 100,000 rows; a sort of the whole table about as much again).
+_TABLE_HEAP_FACTOR = 4
+#: Address space of the worker beyond its heap limit (``RLIMIT_AS``, a backstop; the worker's
+#: interpreter takes about 20 MB).
+_WORKER_ADDRESS_SPACE_EXTRA = 256 * 2**20
+#: Longest wait for a new worker to load its table.
+_WORKER_START_S = 60.0
+#: Largest reply accepted from the worker (replies are bounded by the output limits).
+_REPLY_MAX_BYTES = 64 * 2**20
+#: The worker's script, run by path with ``-I -S``: stdlib only, no project imports.
+_WORKER_SCRIPT = Path(__file__).with_name("sqlworker.py")
+#: Exceptions a worker reports, by name (see ``sqlworker.ERROR_KINDS``).
+_REPORTED = {
+    "MemoryError": MemoryError,
+    "OverflowError": OverflowError,
+    "UnicodeError": UnicodeError,
+    "RecursionError": RecursionError,
+    "Warning": sqlite3.Warning,
+    "Error": sqlite3.Error,
+}
+#: The table's schema, in the worker and in this process's trusted copy.
+_CREATE = (
+    f"CREATE TABLE {TABLE} (id TEXT PRIMARY KEY, title TEXT NOT NULL, "
+    "release_year INTEGER, tags TEXT, visited_num INTEGER NOT NULL, avg_rating REAL)"
+)
 #: Room kept at the end of a rendered table for its "... (N more rows not shown)" line.
 _TAIL_CHARS = 60
 #: Rows fetched per call while streaming ids.
@@ -128,21 +171,19 @@ def _cell(value: Any) -> str:
     return clip_text(str(value), CELL_CHARS)
 
 
-def _kept(value: Any) -> tuple[Any, bool]:
-    """A fetched value as kept in a result, and whether it was cut.
+def _restored(value: Any) -> tuple[Any, bool]:
+    """A value as the worker sent it, as kept in a result, and whether it was cut.
 
-    Text longer than :data:`CELL_CHARS` is cut with a mark; a longer blob is described.
+    The worker sends a text or blob longer than :data:`CELL_CHARS` as ``(prefix, length)``
+    (SQLite never returns a tuple): text is cut with the mark :func:`clip_text` gives the
+    whole value (its length is at most :data:`SQL_VALUE_MAX_BYTES`), a blob is described.
     """
-    if isinstance(value, str) and len(value) > CELL_CHARS:
-        return clip_text(value, CELL_CHARS), True
-    if isinstance(value, bytes) and len(value) > CELL_CHARS:
-        return f"<blob of {len(value):,} bytes, not shown>", True
-    return value, False
-
-
-def _size(value: Any) -> int:
-    """Characters a kept value counts against :data:`SQL_RESULT_MAX_CHARS`."""
-    return len(value) if isinstance(value, str | bytes) else 8
+    if not isinstance(value, tuple):
+        return value, False
+    prefix, length = value
+    if isinstance(prefix, str):
+        return clip_text(prefix.ljust(length), CELL_CHARS), True
+    return f"<blob of {length:,} bytes, not shown>", True
 
 
 @dataclass(frozen=True)
@@ -229,8 +270,9 @@ def _value_problem(error: BaseException, message: str) -> str | None:
     """Memory, number-range and text-decoding failures, or ``None``."""
     if isinstance(error, MemoryError):
         return (
-            "the query needs more memory than a tool may use (too large or too complex "
-            "once SQLite expands it); simplify it: fewer subqueries, joins or repeated columns"
+            "the query needs more memory than a tool may use (its sorts and temporary tables "
+            "included, or it is too complex once SQLite expands it); simplify it: sort, group "
+            "or join fewer rows, use fewer subqueries or repeated columns"
         )
     if isinstance(error, OverflowError):
         return f"a number in the query is out of range ({message})"
@@ -254,15 +296,155 @@ def _unknown_name(message: str) -> str | None:
     return None
 
 
+def _refusal(message: str, refused: str | None) -> str | None:
+    """The authorizer's refusal, naming the refused function if there was one."""
+    if "not authorized" not in message and "prohibited" not in message:
+        return None
+    if refused:
+        return (
+            f"refused: the SQL function {refused}() is not allowed here; "
+            f"the functions allowed are {', '.join(sorted(SQL_FUNCTIONS))}"
+        )
+    return (
+        "refused: the statement would do more than read the items table "
+        "(only a read-only SELECT is allowed)"
+    )
+
+
+def _heap_bytes(records: Sequence[Sequence[Any]]) -> int:
+    """The worker's SQLite heap limit: :data:`SQL_HEAP_LIMIT_BYTES` plus room for the table."""
+    chars = sum(len(v) if isinstance(v, str | bytes) else 8 for row in records for v in row)
+    return SQL_HEAP_LIMIT_BYTES + _TABLE_HEAP_FACTOR * chars
+
+
+class _WorkerGone(Exception):
+    """The worker stopped, or broke the protocol, while a request was in flight."""
+
+
+class _WorkerSilent(Exception):
+    """The worker did not answer in time."""
+
+
+class _Worker:
+    """A running :mod:`~recagents.papers.interecagent.sqlworker` and its channel.
+
+    Args:
+        config: The worker's first frame (see :mod:`~recagents.papers.interecagent.sqlworker`).
+
+    Raises:
+        RuntimeError: The worker could not be started or could not load the table.
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.owner = os.getpid()
+        self._closed = False
+        to_child, self._to_child_w = os.pipe()
+        self._from_child_r, from_child = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(_WORKER_SCRIPT)],
+                stdin=to_child,
+                stdout=from_child,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as error:
+            os.close(self._to_child_w)
+            os.close(self._from_child_r)
+            raise RuntimeError(
+                f"could not start the SQL worker process ({sys.executable} {_WORKER_SCRIPT}): "
+                f"{error}"
+            ) from error
+        finally:
+            os.close(to_child)
+            os.close(from_child)
+        self._send = Connection(self._to_child_w, readable=False)
+        self._recv = Connection(self._from_child_r, writable=False)
+        try:
+            reply = self.call(config, _WORKER_START_S)
+        except (_WorkerGone, _WorkerSilent) as error:
+            self.kill()
+            raise RuntimeError(
+                f"the SQL worker process ({_WORKER_SCRIPT}) did not start within "
+                f"{_WORKER_START_S:g} s: {type(error).__name__} {error}"
+            ) from error
+        if reply[0] != "ok":
+            self.close()
+            raise RuntimeError(
+                f"the SQL worker process ({_WORKER_SCRIPT}) could not load the table: "
+                f"{reply[1]}: {clip_text(str(reply[2]), 300)} (its SQLite heap is capped at "
+                f"{config['heap_bytes']:,} bytes; see SQL_HEAP_LIMIT_BYTES)"
+            )
+
+    @property
+    def usable(self) -> bool:
+        """Whether this process started the worker and it is still running."""
+        return not self._closed and self.owner == os.getpid() and self.process.poll() is None
+
+    def call(self, message: Any, timeout_s: float) -> tuple[Any, ...]:
+        """Send one frame and return the reply.
+
+        Raises:
+            _WorkerSilent: No reply within ``timeout_s`` (the worker is left as it is).
+            _WorkerGone: The worker stopped or sent something that is not a reply.
+        """
+        try:
+            self._send.send_bytes(marshal.dumps(message))
+            if not self._recv.poll(timeout_s):
+                raise _WorkerSilent
+            data = self._recv.recv_bytes(_REPLY_MAX_BYTES)
+        except (EOFError, OSError) as error:
+            raise _WorkerGone(self._ending()) from error
+        try:
+            reply = marshal.loads(data)
+        except (EOFError, ValueError, TypeError) as error:
+            raise _WorkerGone("it sent an unreadable reply") from error
+        if not isinstance(reply, tuple) or not reply:
+            raise _WorkerGone("it sent an unreadable reply")
+        return reply
+
+    def _ending(self) -> str:
+        """How the worker ended, for a message (it is given a moment to finish exiting)."""
+        try:
+            code = self.process.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            return "it closed its channel"
+        return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+    def close(self) -> None:
+        """End the worker (it exits when its input closes; killed if it does not)."""
+        if self._closed:
+            return
+        self._closed = True
+        for channel in (self._send, self._recv):
+            channel.close()
+        if self.owner != os.getpid():
+            return  # a forked child: the worker belongs to the parent
+        try:
+            self.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """Stop the worker at once."""
+        self._closed = True
+        for channel in (self._send, self._recv):
+            channel.close()
+        if self.owner == os.getpid() and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 class ReadOnlyTable:
     """An in-memory SQLite table :data:`TABLE` that untrusted SQL may only read, within bounds.
 
-    After construction, the connection's authorizer allows nothing but SELECT, reading the
-    table and calling :data:`SQL_FUNCTIONS`; :data:`SQL_LIMITS` bound what a statement may
-    build; SQLite's heap is capped process-wide at :data:`SQL_HEAP_LIMIT_BYTES` (the pragma
-    only ever lowers an existing limit); temporary data spills to files. Every SQL text from
-    a planner goes through :meth:`check_select`, :meth:`run_select` or :meth:`select_ids`,
-    which turn any failure into a :class:`ToolError` with a short message.
+    This process keeps a trusted copy of the table (:meth:`count_rows`); every SQL text from a
+    planner goes through :meth:`check_select`, :meth:`run_select` or :meth:`select_ids`, which
+    send it to a worker process where the authorizer allows nothing but SELECT, reading the
+    table and calling :data:`SQL_FUNCTIONS`, :data:`SQL_LIMITS` bound what a statement may
+    build, SQLite's heap is capped (temporary sorts and tables included, see
+    :func:`_heap_bytes`) and no file may be written; every failure becomes a
+    :class:`ToolError` with a short message. The worker starts with the first query and ends
+    with :meth:`close` or when the table is garbage-collected; one that stopped is replaced.
 
     Taught in: not shown in a notebook (used by recagents.papers.interecagent.catalogue.ItemTable).
 
@@ -274,15 +456,13 @@ class ReadOnlyTable:
     def __init__(self, records: Iterable[Sequence[Any]], timeout_s: float = 5.0) -> None:
         self.timeout_s = timeout_s
         self._trusted = True
-        self._refused_function: str | None = None
-        # Autocommit: the module never opens a transaction an untrusted statement could see.
+        self._worker: _Worker | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._worker_lock = threading.Lock()
+        # Autocommit; this copy only ever runs the module's own statements (and the
+        # authorizer and limits refuse anything else should someone try).
         self._conn = sqlite3.connect(":memory:", isolation_level=None)
-        self._conn.execute(f"PRAGMA hard_heap_limit = {SQL_HEAP_LIMIT_BYTES}")
-        self._conn.execute("PRAGMA temp_store = FILE")
-        self._conn.execute(
-            f"CREATE TABLE {TABLE} (id TEXT PRIMARY KEY, title TEXT NOT NULL, "
-            "release_year INTEGER, tags TEXT, visited_num INTEGER NOT NULL, avg_rating REAL)"
-        )
+        self._conn.execute(_CREATE)
         self._conn.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", records)
         for limit, value in SQL_LIMITS.items():
             self._conn.setlimit(limit, value)
@@ -292,16 +472,12 @@ class ReadOnlyTable:
     def _authorize(
         self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
     ) -> int:
-        """SQLite authorizer: SELECT, reading the item table and allowed functions only."""
+        """SQLite authorizer of this process's copy: SELECT and reading the table only."""
         if self._trusted or action == sqlite3.SQLITE_SELECT:
             return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_FUNCTION:
-            name = (arg2 or "").lower()
-            if name in SQL_FUNCTIONS:
-                return sqlite3.SQLITE_OK
-            self._refused_function = self._refused_function or name
-            return sqlite3.SQLITE_DENY
-        if action == sqlite3.SQLITE_READ and arg1 in (TABLE, "bus_ids"):
+        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in SQL_FUNCTIONS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_READ and arg1 == TABLE:
             return sqlite3.SQLITE_OK
         return sqlite3.SQLITE_DENY
 
@@ -313,57 +489,111 @@ class ReadOnlyTable:
         finally:
             self._trusted = False
 
-    @contextmanager
-    def _within(self, item_ids: Sequence[str] | None) -> Iterator[None]:
-        """Let ``items`` mean only ``item_ids`` for the queries inside (a TEMP view shadows it)."""
-        if item_ids is None:
-            yield
-            return
+    # ------------------------------------------------------------------ the worker
+
+    def _start_worker(self) -> _Worker:
+        """A worker loaded with this table (read from the trusted copy), ended with the table."""
         with self._trusted_block():
-            # Left over only if an earlier clean-up failed; start from a clean state.
-            self._conn.execute(f"DROP VIEW IF EXISTS temp.{TABLE}")
-            self._conn.execute("DROP TABLE IF EXISTS temp.bus_ids")
-            self._conn.execute("CREATE TEMP TABLE bus_ids (id TEXT PRIMARY KEY)")
-            self._conn.executemany("INSERT INTO temp.bus_ids VALUES (?)", [(i,) for i in item_ids])
-            self._conn.execute(
-                f"CREATE TEMP VIEW {TABLE} AS SELECT * FROM main.{TABLE} "
-                "WHERE id IN (SELECT id FROM temp.bus_ids)"
-            )
-        try:
-            yield
-        finally:
-            with self._trusted_block():
-                self._conn.execute(f"DROP VIEW IF EXISTS temp.{TABLE}")
-                self._conn.execute("DROP TABLE IF EXISTS temp.bus_ids")
+            records = self._conn.execute(f"SELECT * FROM main.{TABLE}").fetchall()
+        worker = _Worker(
+            {
+                "create": _CREATE,
+                "table": TABLE,
+                "records": records,
+                "limits": dict(SQL_LIMITS),
+                "functions": sorted(SQL_FUNCTIONS),
+                "heap_bytes": _heap_bytes(records),
+                "address_space": _heap_bytes(records) + _WORKER_ADDRESS_SPACE_EXTRA,
+                "progress_ops": PROGRESS_OPS,
+            }
+        )
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, worker.close)
+        return worker
+
+    def _request(
+        self, op: str, sql: str, within: Sequence[str] | None = None, args: Any = None
+    ) -> Any:
+        """Send one request to the worker (started or replaced as needed); its payload.
+
+        Raises:
+            ToolError: The statement failed (see :meth:`_sql_error`), ran past the time limit,
+                or the worker stopped while running it (a fresh one serves the next query).
+        """
+        ids = None if within is None else [str(i) for i in within]
+        with self._worker_lock:
+            if self._worker is None or not self._worker.usable:
+                if self._worker is not None:
+                    self._worker.kill()  # after a fork: only closes the inherited channel
+                self._worker = self._start_worker()
+            worker = self._worker
+            try:
+                reply = worker.call(
+                    (op, sql, ids, args, self.timeout_s), self.timeout_s + WORKER_GRACE_S
+                )
+            except _WorkerSilent:
+                worker.kill()
+                raise self._timed_out() from None
+            except _WorkerGone as error:
+                worker.kill()
+                raise ToolError(
+                    f"the SQL worker process stopped while running the query ({error}); "
+                    "a fresh one will run the next query. Simplify the query"
+                ) from None
+            except BaseException:
+                worker.kill()  # e.g. Ctrl-C: a reply may still be on its way
+                raise
+        if reply[0] == "ok":
+            return reply[1]
+        _, kind, message, refused = reply
+        raise self._failure(str(kind), str(message), refused, sql)
+
+    def _worker_status(self) -> dict[str, Any]:
+        """The worker's settings and process id (starting it if needed); for tests."""
+        return dict(self._request("status", ""))
+
+    def close(self) -> None:
+        """Stop the worker process now (a later query starts a new one)."""
+        with self._worker_lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+    # ------------------------------------------------------------------ errors
 
     def _timed_out(self) -> ToolError:
         return ToolError(f"the query ran longer than {self.timeout_s:g} s and was stopped")
 
-    def _sql_error(self, error: BaseException, sql: str) -> ToolError:
+    def _failure(self, kind: str, message: str, refused: str | None, sql: str) -> ToolError:
+        """The :class:`ToolError` for a failure the worker reported."""
+        if kind == "timeout":
+            return self._timed_out()
+        if kind == "no_id":
+            shown = clip_text(message or "nothing", 200)
+            return ToolError(
+                "the query must select the id column, e.g. "
+                f"SELECT id FROM {TABLE} WHERE tags LIKE '%Comedy%'; this one selects {shown}"
+            )
+        if kind == "too_many":
+            return ToolError(
+                f"the query returned more than {int(message):,} rows (a join repeating "
+                "items?); select each item once, e.g. SELECT id FROM items WHERE ..."
+            )
+        error = _REPORTED.get(kind, sqlite3.Error)(message)
+        return self._sql_error(error, sql, refused)
+
+    def _sql_error(self, error: BaseException, sql: str, refused: str | None = None) -> ToolError:
         """A short message, for the planner, on why ``sql`` failed."""
         message = str(error)
         text = (
             _value_problem(error, message)
             or _unknown_name(message)
-            or self._refusal(message)
+            or _refusal(message, refused)
             or self._limit_hit(message)
             or f"SQL error: {clip_text(message, 200)} (in: {clip_text(sql, 200)})"
         )
         return ToolError(clip_text(text, ERROR_CHARS))
-
-    def _refusal(self, message: str) -> str | None:
-        """The authorizer's refusal, naming the refused function if there was one."""
-        if "not authorized" not in message and "prohibited" not in message:
-            return None
-        if self._refused_function:
-            return (
-                f"refused: the SQL function {self._refused_function}() is not allowed here; "
-                f"the functions allowed are {', '.join(sorted(SQL_FUNCTIONS))}"
-            )
-        return (
-            "refused: the statement would do more than read the items table "
-            "(only a read-only SELECT is allowed)"
-        )
 
     def _limit_hit(self, message: str) -> str | None:
         """A time, size or pattern limit that stopped the query, or ? parameters."""
@@ -380,10 +610,12 @@ class ReadOnlyTable:
             return "the SQL has ? parameters; write the values into the query instead"
         return None
 
+    # ------------------------------------------------------------------ queries
+
     def check_select(self, sql: str) -> list[str]:
         """Validate ``sql`` as one read-only SELECT without running it.
 
-        SQLite prepares ``EXPLAIN <sql>`` under the authorizer and the limits: preparing
+        The worker prepares ``EXPLAIN <sql>`` under the authorizer and the limits: preparing
         resolves every table, column and function and asks the authorizer for each action,
         and running EXPLAIN only lists the program; the query itself never runs.
 
@@ -394,48 +626,15 @@ class ReadOnlyTable:
             ToolError: Why the SQL would be refused or fail.
         """
         prepared = _prepare_select(sql)
-        self._refused_function = None
-        try:
-            self._conn.execute("EXPLAIN " + prepared.sql).fetchall()
-        except _SQL_FAILURES as error:
-            raise self._sql_error(error, prepared.sql) from error
+        self._request("explain", prepared.sql)
         return prepared.notes
-
-    def _execute(
-        self,
-        prepared: _PreparedSQL,
-        within: Sequence[str] | None,
-        read: Callable[[sqlite3.Cursor, float], _T],
-    ) -> _T:
-        """Run ``prepared`` (over ``within`` only) under the time limit; ``read`` its cursor.
-
-        Any failure of SQLite or of converting its values, while preparing, running or
-        reading, becomes a :class:`ToolError`.
-        """
-        try:
-            with self._within(within):
-                deadline = time.monotonic() + self.timeout_s
-                self._refused_function = None
-                self._conn.set_progress_handler(
-                    lambda: int(time.monotonic() > deadline), PROGRESS_OPS
-                )
-                try:
-                    cursor = self._conn.execute(prepared.sql)
-                    try:
-                        return read(cursor, deadline)
-                    finally:
-                        cursor.close()
-                finally:
-                    self._conn.set_progress_handler(None, 0)
-        except _SQL_FAILURES as error:
-            raise self._sql_error(error, prepared.sql) from error
 
     def run_select(
         self, sql: str, max_rows: int | None = 100, within: Sequence[str] | None = None
     ) -> SelectResult:
         """Run one read-only SELECT and return its rows.
 
-        Rows are fetched one at a time: at most ``max_rows`` (never more than
+        The worker fetches rows one at a time: at most ``max_rows`` (never more than
         :data:`SQL_MAX_ROWS`) and :data:`SQL_RESULT_MAX_CHARS` characters are kept, and
         text longer than :data:`CELL_CHARS` is cut, so a wide or long result cannot fill
         memory.
@@ -454,55 +653,39 @@ class ReadOnlyTable:
         Raises:
             ToolError: Several statements, anything but a SELECT (refused by the text check
                 or by the authorizer), an unknown column (the message lists the real ones),
-                a function outside :data:`SQL_FUNCTIONS`, a limit reached, the time limit, or
-                any other SQL error; the table is never changed.
+                a function outside :data:`SQL_FUNCTIONS`, a limit reached (sorts and
+                temporary tables included), the time limit, or any other SQL error; the
+                table is never changed.
         """
         prepared = _prepare_select(sql)
         limit = SQL_MAX_ROWS if max_rows is None else max(0, min(max_rows, SQL_MAX_ROWS))
-
-        def read(cursor: sqlite3.Cursor, deadline: float) -> SelectResult:
-            columns = tuple(d[0] for d in cursor.description or ())
-            rows: list[tuple[Any, ...]] = []
-            budget, cut, trimmed, full = SQL_RESULT_MAX_CHARS, 0, False, False
-            while (row := cursor.fetchone()) is not None:
-                if time.monotonic() > deadline:
-                    raise self._timed_out()
-                if len(rows) >= limit or full:
-                    trimmed = True
-                    break
-                kept = []
-                for value in row:
-                    value, was_cut = _kept(value)
-                    cut += was_cut
-                    budget -= _size(value)
-                    kept.append(value)
-                rows.append(tuple(kept))
-                full = budget < 0
-            notes = list(prepared.notes)
-            if trimmed and full:
-                notes.append(
-                    f"the rows hold more than {SQL_RESULT_MAX_CHARS:,} characters; "
-                    f"kept the first {len(rows):,}"
-                )
-            elif trimmed:
-                notes.append(f"the query returned more than {limit} rows; showing the first")
-            if cut:
-                notes.append(f"{cut} long value(s) were cut to {CELL_CHARS} characters")
-            return SelectResult(
-                sql=prepared.sql,
-                columns=columns,
-                rows=rows,
-                trimmed=trimmed,
-                notes=tuple(notes),
-                ordered=_has_order_by(prepared.tokens),
+        columns, sent, cut, trimmed, full = self._request(
+            "rows", prepared.sql, within, (limit, SQL_RESULT_MAX_CHARS, CELL_CHARS)
+        )
+        rows = [tuple(_restored(value)[0] for value in row) for row in sent]
+        notes = list(prepared.notes)
+        if trimmed and full:
+            notes.append(
+                f"the rows hold more than {SQL_RESULT_MAX_CHARS:,} characters; "
+                f"kept the first {len(rows):,}"
             )
-
-        return self._execute(prepared, within, read)
+        elif trimmed:
+            notes.append(f"the query returned more than {limit} rows; showing the first")
+        if cut:
+            notes.append(f"{cut} long value(s) were cut to {CELL_CHARS} characters")
+        return SelectResult(
+            sql=prepared.sql,
+            columns=tuple(columns),
+            rows=rows,
+            trimmed=trimmed,
+            notes=tuple(notes),
+            ordered=_has_order_by(prepared.tokens),
+        )
 
     def select_ids(self, sql: str, within: Sequence[str] | None = None) -> IdSelection:
         """Run one read-only SELECT that selects ``id`` and return the ids it names.
 
-        Rows are streamed in small batches; only the ``id`` column is kept, and with
+        The worker streams rows in small batches; only the ``id`` column is kept, and with
         ``within`` only ids among ``within``, whatever the SQL says (a comma join with
         ``main.items`` can reach items outside the restriction; they are dropped). More than
         :data:`FILTER_MAX_ROWS` rows (or twice ``within``) stops the query.
@@ -518,56 +701,24 @@ class ReadOnlyTable:
             ToolError: As :meth:`run_select`, no ``id`` column, or too many rows.
         """
         prepared = _prepare_select(sql)
-        allowed = None if within is None else set(within)
-        max_read = max(FILTER_MAX_ROWS, 2 * len(allowed or ()))
-
-        def read(cursor: sqlite3.Cursor, deadline: float) -> IdSelection:
-            columns = tuple(d[0] for d in cursor.description or ())
-            lowered = [c.lower() for c in columns]
-            if "id" not in lowered:
-                shown = clip_text(", ".join(columns) or "nothing", 200)
-                raise ToolError(
-                    "the query must select the id column, e.g. "
-                    f"SELECT id FROM {TABLE} WHERE tags LIKE '%Comedy%'; this one selects {shown}"
-                )
-            column = lowered.index("id")
-            ids: list[str] = []
-            seen: set[str] = set()
-            rows_read = outside = 0
-            while batch := cursor.fetchmany(_BATCH):
-                rows_read += len(batch)
-                if rows_read > max_read:
-                    raise ToolError(
-                        f"the query returned more than {max_read:,} rows (a join repeating "
-                        "items?); select each item once, e.g. SELECT id FROM items WHERE ..."
-                    )
-                if time.monotonic() > deadline:
-                    raise self._timed_out()
-                for row in batch:
-                    if row[column] is None:
-                        continue
-                    item = str(row[column])
-                    if allowed is not None and item not in allowed:
-                        outside += 1
-                    elif item not in seen:
-                        seen.add(item)
-                        ids.append(item)
-            notes = list(prepared.notes)
-            if outside:
-                notes.append(
-                    f"ignored {outside:,} row(s) naming items that are not candidates "
-                    "(a hard filter only narrows the candidates)"
-                )
-            return IdSelection(
-                sql=prepared.sql,
-                columns=columns,
-                ids=ids,
-                ordered=_has_order_by(prepared.tokens),
-                notes=tuple(notes),
-                rows_read=rows_read,
+        max_read = max(FILTER_MAX_ROWS, 2 * len(set(within or ())))
+        columns, ids, rows_read, outside = self._request(
+            "ids", prepared.sql, within, (max_read, _BATCH)
+        )
+        notes = list(prepared.notes)
+        if outside:
+            notes.append(
+                f"ignored {outside:,} row(s) naming items that are not candidates "
+                "(a hard filter only narrows the candidates)"
             )
-
-        return self._execute(prepared, within, read)
+        return IdSelection(
+            sql=prepared.sql,
+            columns=tuple(columns),
+            ids=list(ids),
+            ordered=_has_order_by(prepared.tokens),
+            notes=tuple(notes),
+            rows_read=rows_read,
+        )
 
     def count_rows(self) -> int:
         """Rows in the table (the trusted way, for checks that nothing changed)."""

@@ -69,10 +69,12 @@ SQL_MAX_LIKE_PATTERN = 100
 SQL_MAX_PROGRAM_OPS = 25_000
 #: Most ``?`` parameters (``SQLITE_LIMIT_VARIABLE_NUMBER``); planner SQL binds none.
 SQL_MAX_VARIABLES = 8
-#: Ceiling of SQLite's heap in the whole process (``PRAGMA hard_heap_limit``), in bytes.
-#: Catalogue tables and the reply cache use a few MB; a prepare-time blow-up is stopped
-#: here within about a second instead of growing by gigabytes.
-SQL_HEAP_LIMIT_BYTES = 256 * 2**20
+#: SQLite's heap for running queries in the SQL worker process (``PRAGMA hard_heap_limit``
+#: there, plus room for the table itself), in bytes. Sorts and temporary tables live on it
+#: (``temp_store = MEMORY``): a query that would spill, or a prepare-time blow-up, fails
+#: within about a second instead of writing or allocating gigabytes. A planner's queries
+#: over a catalogue of thousands of items need a few MB.
+SQL_HEAP_LIMIT_BYTES = 64 * 2**20
 #: Virtual-machine steps between two checks of the time limit.
 PROGRESS_OPS = 100
 #: Most rows :meth:`ReadOnlyTable.run_select` keeps, whatever ``max_rows`` says.
