@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import sqlite3
 import threading
 import time
