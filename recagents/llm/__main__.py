@@ -12,6 +12,8 @@ serves a whole ``make reproduce`` run instead of one per notebook kernel.
 ``python -m recagents.llm bundle export|import|show|verify`` writes the replies of a run to
 one portable file, fills a cache from one, and shows or checks one (see
 :mod:`recagents.llm.bundle`); ``RECAGENTS_REPLAY=FILE`` then replays it with no endpoint.
+``bundle verify FILE --regenerate N`` also re-asks N of its requests cold and counts the
+replies that come back byte-identical (:mod:`recagents.llm.regenerate`).
 """
 
 from __future__ import annotations
@@ -97,8 +99,10 @@ def bundle(args: argparse.Namespace) -> int:
     """Run ``bundle export|import|show|verify``; errors are one line on stderr, status 1.
 
     Errors: a bundle that fails a check (:class:`~recagents.llm.bundle.BundleError`), a cache
-    that cannot be used (:class:`~recagents.llm.cache.CacheError`) or a file that cannot be
-    read or written (``OSError``); never a traceback.
+    that cannot be used (:class:`~recagents.llm.cache.CacheError`), a setting or client that
+    cannot re-ask the bundle's requests (``ValueError``) or a file that cannot be read or
+    written (``OSError``); never a traceback. ``verify --regenerate N`` exits 1 also when a
+    re-asked reply differs from the recorded one or got none.
     """
     from recagents.llm import bundle as bundles
     from recagents.llm.cache import CacheError
@@ -126,11 +130,30 @@ def bundle(args: argparse.Namespace) -> int:
                     f"ok: {args.bundle}: {manifest['entries']} replies, every entry valid and "
                     "every checksum matches"
                 )
-    except (bundles.BundleError, CacheError, OSError) as error:
+                if args.regenerate > 0:
+                    return _regenerate(_entries, args.regenerate, args.seed)
+    except (bundles.BundleError, CacheError, ValueError, OSError) as error:
         message = " ".join(str(error).split())  # one line, whatever the error holds
         print(f"error: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _regenerate(entries: list[dict], n: int, seed: int) -> int:
+    """Re-ask ``n`` sampled chat requests cold; print the count; 0 only if all repeat exactly."""
+    from recagents.llm.client import get_client
+    from recagents.llm.regenerate import regenerate, sample_chat_entries
+
+    sample = sample_chat_entries(entries, n, seed)
+    client = get_client()
+    print(f"re-asking {len(sample)} chat requests (seed {seed}) uncached: {client.backend}")
+    report = regenerate(sample, client, progress=True)
+    print(report.summary())
+    for key, index in report.differing[:5]:
+        print(f"  differs: {key} from character {index}")
+    for key in report.failed[:5]:
+        print(f"  no reply: {key}")
+    return 0 if report.identical == report.asked else 1
 
 
 def runtime_summary() -> str:
@@ -205,8 +228,18 @@ def _parser() -> argparse.ArgumentParser:
     load = actions.add_parser("import", help="verify a bundle and add its replies to a cache")
     load.add_argument("bundle")
     load.add_argument("--cache", help="cache directory or file (default: RECAGENTS_CACHE_DIR)")
-    for name in ("show", "verify"):
-        actions.add_parser(name, help=f"{name} a bundle").add_argument("bundle")
+    actions.add_parser("show", help="show a bundle").add_argument("bundle")
+    verify = actions.add_parser("verify", help="verify a bundle (and re-ask some of it cold)")
+    verify.add_argument("bundle")
+    verify.add_argument(
+        "--regenerate",
+        type=int,
+        default=0,
+        metavar="N",
+        help="re-ask N of its chat requests (a seeded sample) uncached from the configured "
+        "model and count the byte-identical replies; exit 1 unless all are",
+    )
+    verify.add_argument("--seed", type=int, default=0, help="seed of the --regenerate sample")
     return parser
 
 
