@@ -67,6 +67,13 @@ class DatasetWarning(UserWarning):
     """
 
 
+class CandidateCacheWarning(UserWarning):
+    """A saved candidate file did not match its recorded SHA-256 and was drawn again.
+
+    Taught in: not shown in a notebook (used by recagents.data.candidate_sets).
+    """
+
+
 @dataclass(frozen=True)
 class Dataset:
     """One dataset as tidy frames.
@@ -580,7 +587,10 @@ def candidate_sets(
     """Like :func:`sample_candidates`, but saved once and reused by every method.
 
     The file name carries the split fingerprint, the size, the phase, the distribution
-    and the seed, so a changed split can never pick up stale candidates.
+    and the seed, so a changed split can never pick up stale candidates. A SHA-256 of the
+    file is written beside it (``.csv.sha256``) and checked on every reuse: a saved file
+    that was edited or damaged since is drawn again, with a :class:`CandidateCacheWarning`
+    naming it, so that it can never silently change what every method is scored on.
 
     Taught in: notebook 00, section 3 "Candidate protocols";
         notebook 03, section 1 "The data and the candidates".
@@ -588,13 +598,26 @@ def candidate_sets(
     folder = Path(cache_dir or settings().cache_dir) / "candidates"
     stem = f"{split.fingerprint}-{phase}-1+{n_negatives}-{distribution}-seed{seed}"
     path = folder / f"{stem}.csv"
+    digest_path = path.with_name(f"{path.name}.sha256")
     if path.is_file():
-        return pd.read_csv(path, dtype={USER: str, ITEM: str}, keep_default_na=False)
+        saved = path.read_bytes()
+        recorded = digest_path.read_text().strip() if digest_path.is_file() else None
+        if recorded == hashlib.sha256(saved).hexdigest():
+            return pd.read_csv(path, dtype={USER: str, ITEM: str}, keep_default_na=False)
+        if recorded is not None:  # files saved before checksums existed are re-drawn quietly
+            warnings.warn(
+                f"{path} differs from the candidates saved there (SHA-256 mismatch with "
+                f"{digest_path.name}); drawing them again from the split",
+                CandidateCacheWarning,
+                stacklevel=2,
+            )
     frame = sample_candidates(split, n_negatives, seed, phase, distribution)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one per process: make -j2 safe
-    frame.to_csv(tmp, index=False)
-    tmp.replace(path)
+    text = frame.to_csv(index=False).encode()
+    for target, payload in ((path, text), (digest_path, hashlib.sha256(text).hexdigest().encode())):
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # per process: make -j2
+        tmp.write_bytes(payload)
+        tmp.replace(target)
     return frame
 
 

@@ -11,10 +11,19 @@ import json
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from recagents import baselines
-from recagents.data import Dataset, DatasetError, leave_one_out, load_dataset, read_atomic
+from recagents.data import (
+    CandidateCacheWarning,
+    Dataset,
+    DatasetError,
+    candidate_sets,
+    leave_one_out,
+    load_dataset,
+    read_atomic,
+)
 
 HEADER = b"user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
 
@@ -135,3 +144,32 @@ def test_a_hand_edited_train_file_does_not_change_what_pop_learns(
     with pytest.warns(UserWarning, match=r"data\.train\.inter differs"):
         again = baselines.train_baseline("Pop", split, cache_dir=tmp_path, progress=False)
     assert again.model.item_cnt.view(-1).tolist() == counts
+
+
+def test_a_hand_edited_candidate_file_is_drawn_again(tmp_path: Path, tiny: Dataset) -> None:
+    split = leave_one_out(tiny)
+    first = candidate_sets(split, 3, seed=1, cache_dir=tmp_path)
+    saved = next((tmp_path / "candidates").glob("*.csv"))
+    assert saved.with_name(saved.name + ".sha256").is_file()
+    pd.testing.assert_frame_equal(candidate_sets(split, 3, seed=1, cache_dir=tmp_path), first)
+    edited = saved.read_text().splitlines()
+    fields = edited[1].split(",")
+    fields[2] = "1" if fields[2] == "0" else "0"  # one candidate's label flipped by hand
+    edited[1] = ",".join(fields)
+    saved.write_text("\n".join(edited) + "\n")
+    with pytest.warns(CandidateCacheWarning, match="SHA-256 mismatch"):
+        again = candidate_sets(split, 3, seed=1, cache_dir=tmp_path)
+    pd.testing.assert_frame_equal(again, first)
+    pd.testing.assert_frame_equal(candidate_sets(split, 3, seed=1, cache_dir=tmp_path), first)
+
+
+def test_a_candidate_file_saved_without_a_checksum_is_drawn_again_quietly(
+    tmp_path: Path, tiny: Dataset, recwarn: pytest.WarningsRecorder
+) -> None:
+    split = leave_one_out(tiny)
+    first = candidate_sets(split, 3, seed=1, cache_dir=tmp_path)
+    saved = next((tmp_path / "candidates").glob("*.csv"))
+    saved.with_name(saved.name + ".sha256").unlink()
+    saved.write_text("user_id,item_id,label\n")  # an older, unchecked file: not trusted
+    pd.testing.assert_frame_equal(candidate_sets(split, 3, seed=1, cache_dir=tmp_path), first)
+    assert not [w for w in recwarn if issubclass(w.category, CandidateCacheWarning)]
