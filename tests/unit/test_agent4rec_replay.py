@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -262,3 +263,24 @@ def test_an_overlong_line_is_refused_without_reading_it_whole(
     path.write_text(json.dumps(_GOOD) + "\n" + " " * 5000 + "{}\n")
     with pytest.raises(R.RecordedRunError, match="line 2: longer than 1,000 bytes"):
         P.read_recorded_visits(folder)
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "message"),
+    [
+        ("movie_detail.csv", lambda t: t.replace(",3.5,", ",abc,", 1), "line 2, column rating"),
+        ("movie_detail.csv", lambda t: t.replace(",3.5,", ",1e400,", 1), "line 2, column rating"),
+        ("movie_detail.csv", lambda t: t.replace("rating", "stars"), "missing column"),
+        ("user_statistic_num.csv", lambda t: t.replace("0.7", "x"), "line 3, column deviation"),
+        ("user_statistic.csv", lambda t: "", "not a readable CSV"),
+    ],
+)
+def test_a_malformed_release_csv_names_file_line_and_column(
+    tmp_path: Path, name: str, edit: Any, message: str
+) -> None:
+    folder = _export(tmp_path / "run")
+    (folder / name).write_text(edit((folder / name).read_text()))
+    for read in (R.load_official_run, P.replay_official):
+        with pytest.raises(R.RecordedRunError, match=message) as caught:
+            read(folder)
+        assert name in str(caught.value)

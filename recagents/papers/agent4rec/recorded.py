@@ -13,7 +13,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,6 @@ from recagents.papers.agent4rec.config import TRAITS
 from recagents.papers.agent4rec.frames import (
     EXPOSURE_COLUMNS,
     SESSION_COLUMNS,
-    _require,
 )
 
 __all__ = [
@@ -347,9 +346,55 @@ def read_run_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield line_no, {**record, "pages": pages}
 
 
+def read_release_csv(
+    path: Path, columns: Sequence[str], numeric: Sequence[str] = (), **read_options: Any
+) -> pd.DataFrame:
+    """One CSV file of the recorded run, checked: readable, with ``columns``, numbers numeric.
+
+    Why: pandas' own errors name neither the file nor the row, and a non-numeric rating
+    would otherwise surface as a bare ``ValueError`` far from the file that holds it.
+
+    Taught in: not shown in a notebook (used by load_official_run and replay_official).
+
+    Args:
+        path: The file.
+        columns: Columns it must have.
+        numeric: Columns whose every non-empty value must be a finite number.
+        read_options: Passed to :func:`pandas.read_csv`.
+
+    Raises:
+        RecordedRunError: Naming the file, and for a bad value its line (the header is
+            line 1) and column.
+    """
+    try:
+        frame = pd.read_csv(path, **read_options)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise RecordedRunError(f"{path}: not a readable CSV file ({error})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise RecordedRunError(f"{path}: missing column(s) {missing}; it has {list(frame.columns)}")
+    for column in numeric:
+        text = frame[column].astype(str).str.strip()
+        values = pd.to_numeric(text.where(text != "", "nan"), errors="coerce")
+        bad = (values.isna() & (text != "") & (text.str.lower() != "nan")) | values.abs().eq(
+            float("inf")
+        )
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise RecordedRunError(
+                f"{path}: line {row + 2}, column {column}: {frame[column].iloc[row]!r} is not "
+                "a finite number"
+            )
+    return frame
+
+
 def _official_items(folder: Path) -> pd.DataFrame:
-    items = pd.read_csv(folder / "movie_detail.csv", keep_default_na=False)
-    _require(items, ["movie_id", "title", "genres", "rating", "summary"], "movie_detail.csv")
+    items = read_release_csv(
+        folder / "movie_detail.csv",
+        ["movie_id", "title", "genres", "rating", "summary"],
+        numeric=["rating"],
+        keep_default_na=False,
+    )
     popularity: dict[str, int] = {}
     with open(folder / "train.txt", encoding="utf-8") as handle:
         for line in handle:
@@ -369,10 +414,9 @@ def _official_items(folder: Path) -> pd.DataFrame:
 
 
 def _official_traits(folder: Path) -> pd.DataFrame:
-    levels = pd.read_csv(folder / "user_statistic.csv")
-    raw = pd.read_csv(folder / "user_statistic_num.csv")
-    _require(levels, [USER, *TRAITS], "user_statistic.csv")
-    _require(raw, [USER, "activity_num", "diversity_num", "deviation"], "user_statistic_num.csv")
+    levels = read_release_csv(folder / "user_statistic.csv", [USER, *TRAITS])
+    counts = ["activity_num", "diversity_num", "deviation"]
+    raw = read_release_csv(folder / "user_statistic_num.csv", [USER, *counts], numeric=counts)
     raw = raw.rename(
         columns={
             "activity_num": "n_ratings",

@@ -40,6 +40,7 @@ from recagents.papers.agent4rec.recorded import (
     load_official_run,
     official_run_dir,
     parse_satisfaction,
+    read_release_csv,
     read_run_records,
 )
 from recagents.papers.agent4rec.scripted import request_kind
@@ -391,7 +392,12 @@ def _agreement(users: list[str], disagreements: pd.DataFrame) -> pd.DataFrame:
 
 def _lines(folder: Path) -> dict[str, str]:
     """How our agent sees a released item: title, the crowd's rating and genres."""
-    items = pd.read_csv(folder / "movie_detail.csv", keep_default_na=False)
+    items = read_release_csv(
+        folder / "movie_detail.csv",
+        ["movie_id", "title", "genres", "rating"],
+        numeric=["rating"],
+        keep_default_na=False,
+    )
     return {
         str(row.movie_id): f"{row.title}; rated {float(row.rating or 'nan'):.2f} on average; "
         + ", ".join(g for g in str(row.genres).split("|") if g)
