@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import sqlite3
@@ -261,6 +262,15 @@ _SCHEMA = (
 )
 
 _COLUMNS = "key, reply, prompt_tokens, completion_tokens, latency_s, model, created"
+
+
+def _usable_counts(prompt_tokens: float, completion_tokens: float, latency_s: float) -> bool:
+    """Whether a row's numbers can be stored: finite and not negative.
+
+    Why ``isfinite``: NaN passes every ``< 0`` check, and SQLite stores it as NULL, which the
+    NOT NULL column then drops silently under ``INSERT OR IGNORE``.
+    """
+    return all(math.isfinite(n) and n >= 0 for n in (prompt_tokens, completion_tokens, latency_s))
 
 
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
@@ -625,9 +635,9 @@ class ResponseCache:
         """
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty string, got {key!r}")
-        if prompt_tokens < 0 or completion_tokens < 0 or latency_s < 0:
+        if not _usable_counts(prompt_tokens, completion_tokens, latency_s):
             raise ValueError(
-                "token counts and latency must be >= 0, got "
+                "token counts and latency must be finite and >= 0, got "
                 f"{prompt_tokens=}, {completion_tokens=}, {latency_s=}"
             )
         request_text = canonical_json(request)
@@ -669,8 +679,10 @@ class ResponseCache:
         rows = []
         for entry in entries:
             counts = (entry["prompt_tokens"], entry["completion_tokens"], entry["latency_s"])
-            if min(counts) < 0:
-                raise ValueError(f"entry {entry['key']}: token counts and latency must be >= 0")
+            if not _usable_counts(*counts):
+                raise ValueError(
+                    f"entry {entry['key']}: token counts and latency must be finite and >= 0"
+                )
             rows.append(
                 (
                     str(entry["key"]),

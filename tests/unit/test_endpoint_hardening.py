@@ -401,3 +401,34 @@ def test_writable_keylog_still_logs_keys(
         client.cache.close()
     assert len(keylog.read_text().split()) == 1
     assert json.dumps(client.usage.as_dict())  # the run itself is unaffected
+
+
+@pytest.mark.parametrize("latency", [float("nan"), float("inf"), -1.0])
+def test_a_row_with_an_unusable_latency_is_refused_not_dropped(
+    tmp_path: Path, latency: float
+) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    request = {"kind": "chat", "model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        cache.put(
+            request_key(request),
+            request,
+            {"text": "x"},
+            model="m",
+            prompt_tokens=1,
+            completion_tokens=1,
+            latency_s=latency,
+        )
+    entry = {
+        "key": request_key(request),
+        "request": request,
+        "reply": {"text": "x"},
+        "model": "m",
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "latency_s": latency,
+    }
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        cache.put_many([entry])
+    assert len(cache) == 0
+    cache.close()
