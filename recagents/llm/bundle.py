@@ -470,11 +470,13 @@ def export_bundle(
         raise BundleError(f"{len(absent)} wanted keys are not in the cache, e.g. {absent[0]}")
     if not rows:
         raise BundleError(f"nothing to export: no replies found in {store.path}")
-    entries, data = _checked_entries(rows)
+    # In key order, whatever order the keys were logged in (make -j runs notebooks side by
+    # side), so that the same replies always make the same file.
+    entries, data = _checked_entries(sorted(rows, key=lambda row: row["key"]))
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "created_at": _created_at(),
         "recagents_version": _version(),
         "endpoint": endpoint_host(endpoint),
         "profile": profile,
@@ -487,6 +489,23 @@ def export_bundle(
     _refuse_secrets(manifest_text, "the manifest")
     _write_zip(Path(out_path), {_MANIFEST: manifest_text.encode("utf-8"), _ENTRIES: data})
     return manifest
+
+
+def _created_at() -> str:
+    """Now, or ``SOURCE_DATE_EPOCH`` (the reproducible-builds convention) when it is set.
+
+    With it, exporting the same replies twice writes the same bytes: a committed bundle
+    then changes only when its replies do.
+
+    Raises:
+        BundleError: ``SOURCE_DATE_EPOCH`` is not a whole number of seconds.
+    """
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch:
+        return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if not epoch.isdigit() or len(epoch) > 11:
+        raise BundleError(f"SOURCE_DATE_EPOCH={epoch!r} must be a whole number of seconds")
+    return dt.datetime.fromtimestamp(int(epoch), dt.UTC).isoformat(timespec="seconds")
 
 
 def _version() -> str:

@@ -504,3 +504,27 @@ def test_secret_names_and_fields() -> None:
     }
     text = " ".join(env.values())
     assert env_secrets_in(text, env) == ["AZURE_OPENAI_KEY", "DB_PASSWORD", "HF_TOKEN"]
+
+
+def test_the_same_replies_export_to_the_same_bytes_with_source_date_epoch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = ResponseCache(tmp_path / "c" / "llm-cache.sqlite")
+    keys = []
+    for n in range(5):
+        request = {"kind": "chat", "model": "m", "messages": [{"role": "user", "content": f"{n}"}]}
+        keys.append(request_key(request))
+        cache.put(
+            keys[-1], request, {"text": f"reply {n}"}, model="m", prompt_tokens=3,
+            completion_tokens=2, latency_s=0.5,
+        )  # fmt: skip
+    cache.close()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1765065600")
+    first, second = tmp_path / "a.bundle", tmp_path / "b.bundle"
+    manifest = export_bundle(first, cache=tmp_path / "c", keys=keys)
+    export_bundle(second, cache=tmp_path / "c", keys=keys[::-1])  # logged in another order
+    assert first.read_bytes() == second.read_bytes()
+    assert manifest["created_at"] == "2025-12-07T00:00:00+00:00"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    with pytest.raises(BundleError, match="SOURCE_DATE_EPOCH"):
+        export_bundle(tmp_path / "c.bundle", cache=tmp_path / "c")
