@@ -557,12 +557,15 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def sequential_client(url: str, cache_dir: Any, max_attempts: int = 2, max_reasks: int = 1) -> Any:
+def sequential_client(
+    url: str, cache_dir: Any, max_attempts: int = 2, max_reasks: int = 1, cache: Any = False
+) -> Any:
     """An :class:`~recagents.llm.client.LLMClient` for the scripted server, one request at once.
 
     Used by the tests of the agents' loops: with concurrency 1 and no cache, the scripted
     replies are consumed in exactly the order the stages ask; retries, re-asks and backoff
-    are small so that a fault costs milliseconds.
+    are small so that a fault costs milliseconds. ``cache``: a ``ResponseCache`` to use
+    (default ``False``: none).
     """
     import dataclasses
 
@@ -585,7 +588,7 @@ def sequential_client(url: str, cache_dir: Any, max_attempts: int = 2, max_reask
         model="scripted",
         api_key="sk-test-not-a-real-key",
         config=config,
-        cache=False,
+        cache=cache,
         backoff_base_s=0.01,
         backoff_max_s=0.02,
     )

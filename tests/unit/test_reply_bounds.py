@@ -10,17 +10,15 @@ counted and never cached, the second is kept and cached with its usage unknown.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_server import ScriptedServer, malformed_body, reply
+from scripted_server import ScriptedServer, malformed_body, reply, sequential_client
 from scripted_server import scripted_server as scripted_server  # noqa: F401  (fixture)
 
-from recagents.config import settings
 from recagents.llm.cache import ResponseCache, request_key
 from recagents.llm.client import ChatRequest, LLMClient, parse_json_reply
 from recagents.llm.schemas import (
@@ -50,26 +48,7 @@ def _completion_body(
 
 
 def _client(url: str, cache: ResponseCache | bool, tmp_path: Path, reasks: int = 1) -> LLMClient:
-    config = dataclasses.replace(
-        settings(),
-        cache_dir=tmp_path,
-        llm_base_url=None,
-        llm_model=None,
-        llm_concurrency=1,
-        llm_max_attempts=2,
-        llm_max_reasks=reasks,
-        llm_timeout_s=2.0,
-        llm_structured="auto",
-    )
-    return LLMClient(
-        base_url=url,
-        model="scripted",
-        api_key="sk-test-not-a-real-key",
-        config=config,
-        cache=cache,  # type: ignore[arg-type]
-        backoff_base_s=0.01,
-        backoff_max_s=0.02,
-    )
+    return sequential_client(url, tmp_path, max_reasks=reasks, cache=cache)
 
 
 # --------------------------------------------------------------------------- the parser
