@@ -25,6 +25,9 @@ LLM variables (all optional; with none set, the embedded local model answers):
 - ``RECAGENTS_KEYLOG``: a file to which every cache key a run reads or writes is appended,
   to export one run out of a shared cache (``bundle export --keys FILE``); checked to be
   writable when the cache opens.
+- ``RECAGENTS_LLM_CACHE``: the reply cache file (default ``llm-cache.sqlite`` in the cache
+  directory); ``make reproduce FRESH=1`` points it at a new file so that no stored reply is
+  served.
 - ``RECAGENTS_LOCK_TIMEOUT``: seconds to wait for another process's lock, 0 to 604800.
 
 Every number must be finite and within its range (:data:`LIMITS`); anything else stops at
@@ -62,6 +65,8 @@ class Settings:
         lock_timeout_s: Seconds to wait for another process's lock on a cache entry before
             giving up with an error that names the holder (``RECAGENTS_LOCK_TIMEOUT``;
             default 1800).
+        llm_cache_file: The reply cache file (``RECAGENTS_LLM_CACHE``; ``None``: the file
+            ``llm-cache.sqlite`` in ``cache_dir``).
     """
 
     cache_dir: Path
@@ -75,6 +80,7 @@ class Settings:
     llm_structured: str = "auto"
     embed_model: str | None = None
     lock_timeout_s: float = 1800.0
+    llm_cache_file: Path | None = None
 
     def __post_init__(self) -> None:
         """Check every numeric setting, also when code builds or replaces one directly."""
@@ -88,7 +94,7 @@ class Settings:
     @property
     def llm_cache_path(self) -> Path:
         """The SQLite file that caches every LLM and embedding reply."""
-        return self.cache_dir / "llm-cache.sqlite"
+        return self.llm_cache_file or self.cache_dir / "llm-cache.sqlite"
 
 
 #: Allowed range of each numeric setting: (environment variable, kind, lowest, highest).
@@ -187,6 +193,7 @@ def settings() -> Settings:
             f"RECAGENTS_LLM_STRUCTURED={structured!r}: use auto, json_object or json_schema"
         )
     concurrency = os.environ.get("RECAGENTS_LLM_CONCURRENCY", "").strip()
+    llm_cache = os.environ.get("RECAGENTS_LLM_CACHE", "").strip()
     return Settings(
         cache_dir=Path(cache).expanduser(),
         llm_base_url=os.environ.get("RECAGENTS_LLM_BASE_URL") or None,
@@ -199,4 +206,5 @@ def settings() -> Settings:
         llm_structured=structured,
         embed_model=os.environ.get("RECAGENTS_EMBED_MODEL") or None,
         lock_timeout_s=float(_number("lock_timeout_s", 1800.0)),
+        llm_cache_file=Path(llm_cache).expanduser() if llm_cache else None,
     )

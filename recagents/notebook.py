@@ -23,6 +23,11 @@ from typing import Any
 RECORD_MIME = "application/vnd.recagents.record+json"
 """MIME type of the display outputs written by :func:`record`."""
 
+TORCH_THREADS = 1
+"""PyTorch's CPU threads in a notebook (:func:`setup`): bitwise-repeatable training and
+scoring on any machine and under any ``make -j``, for the price of a slower training on a
+machine with many cores (the baselines train in minutes on one)."""
+
 # Known-benign warnings silenced by setup(). Each entry: (message regex, category, why).
 # Keep this list short; anything not listed here is a real signal and must stay visible.
 _BENIGN_WARNINGS: tuple[tuple[str, type[Warning], str], ...] = (
@@ -36,8 +41,9 @@ def setup(seed: int = 0) -> None:
     """Make a notebook run reproducible and its output uniform.
 
     Seeds Python's :mod:`random`, NumPy's global generator and, if it is installed, PyTorch
-    (CPU and CUDA); applies the shared plotting theme; sets pandas display options (up to 50
-    columns, floats with 4 decimals); and silences a short, documented list of known-benign
+    (CPU and CUDA), whose CPU work it keeps on :data:`TORCH_THREADS` thread; applies the
+    shared plotting theme; sets pandas display options (up to 50 columns, floats with 4
+    decimals); and silences a short, documented list of known-benign
     warnings. Calling it again with the same seed gives the same state.
 
     ``PYTHONHASHSEED`` cannot be changed from inside a running interpreter, so code must not
@@ -63,6 +69,10 @@ def setup(seed: int = 0) -> None:
         import torch
 
         torch.manual_seed(seed)  # also seeds every CUDA device
+        # One CPU thread: a matrix product split over another number of threads sums in
+        # another order, so trained weights (and the prompts built from their rankings)
+        # would differ in the last bits between machines and between `make -j1` and `-j2`.
+        torch.set_num_threads(TORCH_THREADS)
 
     set_theme()
 

@@ -33,10 +33,11 @@ def tiny(tiny_path: Path) -> Dataset:
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty cache folder, set as RECAGENTS_CACHE_DIR for the test."""
+    """An empty cache folder, set as RECAGENTS_CACHE_DIR (and holding the reply cache)."""
     path = tmp_path / "cache"
     path.mkdir()
     monkeypatch.setenv("RECAGENTS_CACHE_DIR", str(path))
+    monkeypatch.delenv("RECAGENTS_LLM_CACHE", raising=False)
     return path
 
 

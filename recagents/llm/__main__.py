@@ -109,6 +109,7 @@ def bundle(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "export":
+            before = _mtime(args.out)
             manifest = bundles.export_bundle(
                 args.out,
                 cache=args.cache or settings().llm_cache_path,
@@ -116,8 +117,12 @@ def bundle(args: argparse.Namespace) -> int:
                 notebooks=args.notebook,
                 profile=args.profile,
                 endpoint=args.endpoint or settings().llm_base_url,
+                keep_unchanged=args.keep_unchanged,
             )
-            print(f"wrote {args.out}: {manifest['entries']} replies")
+            if before is not None and before == _mtime(args.out):
+                print(f"kept {args.out}: its {manifest['entries']} replies are unchanged")
+            else:
+                print(f"wrote {args.out}: {manifest['entries']} replies")
         elif args.action == "import":
             new = bundles.import_bundle(args.bundle, args.cache or settings().llm_cache_path)
             print(f"imported {args.bundle}: {new} new replies")
@@ -137,6 +142,14 @@ def bundle(args: argparse.Namespace) -> int:
         print(f"error: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _mtime(path: str) -> int | None:
+    """The modification time of ``path`` in nanoseconds, or None if there is no such file."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _regenerate(entries: list[dict], n: int, seed: int) -> int:
@@ -225,6 +238,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--notebook", action="append", default=[], help="notebook run (record)")
     export.add_argument("--profile", help="profile of the run, e.g. paper (recorded)")
     export.add_argument("--endpoint", help="endpoint URL used (only its host is recorded)")
+    export.add_argument(
+        "--keep-unchanged",
+        action="store_true",
+        help="leave --out as it is if it already holds exactly these replies (same profile "
+        "and notebooks): a rerun from a committed bundle leaves it untouched",
+    )
     load = actions.add_parser("import", help="verify a bundle and add its replies to a cache")
     load.add_argument("bundle")
     load.add_argument("--cache", help="cache directory or file (default: RECAGENTS_CACHE_DIR)")

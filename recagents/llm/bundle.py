@@ -430,6 +430,7 @@ def export_bundle(
     notebooks: Sequence[str] = (),
     profile: str | None = None,
     endpoint: str | None = None,
+    keep_unchanged: bool = False,
 ) -> dict[str, Any]:
     """Write the replies of a run to one bundle file and return its manifest.
 
@@ -447,9 +448,12 @@ def export_bundle(
         notebooks: Names of the notebooks the run executed, for the manifest.
         profile: The run's profile (``smoke``, ``default``, ``paper``), for the manifest.
         endpoint: The endpoint URL the run used; only scheme, host and port are kept.
+        keep_unchanged: Leave ``out_path`` as it is when it is a bundle of exactly these
+            replies for the same profile and notebooks (only its date would change), so
+            that rerunning a published run from its bundle leaves the file untouched.
 
     Returns:
-        The manifest written.
+        The manifest written (or, when kept, the one of the file on disk).
 
     Raises:
         BundleError: If a wanted key is not in the cache, nothing would be exported, or an
@@ -473,6 +477,11 @@ def export_bundle(
     # In key order, whatever order the keys were logged in (make -j runs notebooks side by
     # side), so that the same replies always make the same file.
     entries, data = _checked_entries(sorted(rows, key=lambda row: row["key"]))
+    digest = hashlib.sha256(data).hexdigest()
+    if keep_unchanged:
+        kept = _same_bundle(Path(out_path), digest, profile, list(notebooks))
+        if kept is not None:
+            return kept
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -483,12 +492,35 @@ def export_bundle(
         "notebooks": list(notebooks),
         **_settings_summary(entries),
         "entries": len(entries),
-        "entries_sha256": hashlib.sha256(data).hexdigest(),
+        "entries_sha256": digest,
     }
     manifest_text = json.dumps(manifest, indent=1, ensure_ascii=False)
     _refuse_secrets(manifest_text, "the manifest")
     _write_zip(Path(out_path), {_MANIFEST: manifest_text.encode("utf-8"), _ENTRIES: data})
     return manifest
+
+
+def _same_bundle(
+    path: Path, digest: str, profile: str | None, notebooks: list[str]
+) -> dict[str, Any] | None:
+    """The manifest of ``path`` if it holds entries with ``digest`` for the same run, else None.
+
+    Only the manifest is read (the digest covers every entry); an unreadable or foreign file
+    is simply replaced.
+    """
+    if not path.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            manifest = _read_manifest(archive, path)
+    except (BundleError, zipfile.BadZipFile, zlib.error, EOFError, OSError):
+        return None
+    same = (
+        manifest.get("entries_sha256") == digest
+        and manifest.get("profile") == profile
+        and manifest.get("notebooks") == notebooks
+    )
+    return manifest if same else None
 
 
 def _created_at() -> str:

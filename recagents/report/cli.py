@@ -1,12 +1,17 @@
-"""The command line: ``python -m recagents.report reproduction|html`` (see ``make report``).
+"""The command line: ``python -m recagents.report reproduction|html|fingerprint|stale|records``.
 
 ``reproduction`` writes REPRODUCTION.md from the notebooks executed in a build folder;
-``html`` renders them and an index page of the figures. Nothing happens on import.
+``html`` renders them and an index page of the figures (see ``make report``).
+``fingerprint`` and ``stale`` check that a rerun of the published run changed none of its
+files, naming each that did and the notebook to rerun; ``records`` writes or checks the
+recorded values of a build folder (see ``make check-published`` and
+:mod:`recagents.report.published`). Nothing happens on import.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +20,14 @@ from recagents.report.claims import VERDICTS
 from recagents.report.evaluate import evaluate_claims
 from recagents.report.markdown import write_reproduction
 from recagents.report.pages import render_html
+from recagents.report.published import (
+    collect_records,
+    explain_stale,
+    fingerprint,
+    record_differences,
+    stale_files,
+    write_records,
+)
 from recagents.resources import import_jsonschema
 
 __all__ = ["main"]
@@ -56,7 +69,60 @@ def _parser() -> argparse.ArgumentParser:
         default=Path("notebooks"),
         help="source notebooks, to list the ones not run yet (default: notebooks)",
     )
+    snap = commands.add_parser("fingerprint", help="hash every published file into a JSON file")
+    snap.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    snap.add_argument("--root", type=Path, default=Path("."), help="repository root")
+    stale = commands.add_parser(
+        "stale", help="fail, naming each file and its notebook, if a published file changed"
+    )
+    stale.add_argument("--before", type=Path, required=True, help="the `fingerprint` file")
+    stale.add_argument("--root", type=Path, default=Path("."), help="repository root")
+    stale.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="sources")
+    recs = commands.add_parser("records", help="write or check a build folder's records")
+    recs.add_argument("--build", type=Path, required=True, help="executed notebooks")
+    target = recs.add_mutually_exclusive_group(required=True)
+    target.add_argument("--out", type=Path, help="write the records to this JSON file")
+    target.add_argument("--check", type=Path, help="fail unless they equal this JSON file's")
     return parser
+
+
+def _published(args: argparse.Namespace) -> int:
+    """``fingerprint`` and ``stale``: 1 with one line per changed file, else 0."""
+    if args.command == "fingerprint":
+        hashes = fingerprint(args.root)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n", "utf-8")
+        print(f"wrote {args.out}: {len(hashes)} published files")
+        return 0
+    before = json.loads(args.before.read_text("utf-8"))
+    after = fingerprint(args.root)
+    changed = stale_files(before, after)
+    if not changed:
+        print(f"the {len(after)} published files are what the code makes from its replies")
+        return 0
+    print(f"{len(changed)} published files are stale:", file=sys.stderr)
+    for line in explain_stale(changed, before, after, args.notebooks):
+        print(f"  {line}", file=sys.stderr)
+    return 1
+
+
+def _records(args: argparse.Namespace) -> int:
+    """``records``: write them, or 1 with one line per differing record."""
+    records = collect_records(args.build)
+    if args.out is not None:
+        write_records(records, args.out)
+        print(f"wrote {args.out}: {sum(map(len, records.values()))} records of {len(records)}")
+        return 0
+    expected = json.loads(args.check.read_text("utf-8"))
+    differences = record_differences(expected, records)
+    if not differences:
+        count = sum(map(len, records.values()))
+        print(f"all {count} records of {args.build} equal {args.check}")
+        return 0
+    print(f"{len(differences)} records of {args.build} differ from {args.check}:", file=sys.stderr)
+    for line in differences:
+        print(f"  {line}", file=sys.stderr)
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,12 +130,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     import_jsonschema()  # before nbformat does, without the 2.5 s grammar (see its docstring)
+    if args.command in ("fingerprint", "stale"):
+        return _published(args)
     build = Path(args.build)
     if not build.is_dir():
         parser.error(
             f"build folder not found: {build} (run `make reproduce` or `make smoke` first, "
             "or pass --build)"
         )
+    if args.command == "records":
+        return _records(args)
     if args.command == "reproduction":
         out = write_reproduction(build, args.out, args.profile)
         _, outcomes = evaluate_claims(build)

@@ -8,6 +8,7 @@ it. Every value is read when the file is generated; none is typed in.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -328,5 +329,18 @@ def write_reproduction(build_dir: Path, out_path: Path, profile_label: str | Non
     label = profile_label or _infer_profile(build_dir)
     text = build_reproduction(build_dir, label)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(text, encoding="utf-8")
+    try:
+        unchanged = _undated(out_path.read_text(encoding="utf-8")) == _undated(text)
+    except (OSError, UnicodeDecodeError):  # none yet, or unreadable: write it
+        unchanged = False
+    if not unchanged:  # a rerun that changes nothing but the date leaves the file as it is
+        out_path.write_text(text, encoding="utf-8")
     return out_path
+
+
+_DATE_STAMP = re.compile(r"\bon \d{4}-\d\d-\d\d \d\d:\d\d UTC\b")
+
+
+def _undated(text: str) -> str:
+    """``text`` without the generation date of its header."""
+    return _DATE_STAMP.sub("on <date>", text, count=1)

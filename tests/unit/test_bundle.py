@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
 import zipfile
 from collections.abc import Iterator
@@ -416,3 +417,45 @@ def test_an_agent_loop_replays_to_the_same_records(tmp_path: Path) -> None:
     assert not calls["cached"].any() and replayed_calls["cached"].all()
     same = [c for c in calls.columns if c != "cached"]
     assert replayed_calls[same].equals(calls[same])
+
+
+def test_keep_unchanged_leaves_a_bundle_of_the_same_replies_untouched(
+    recorded: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = tmp_path / "default.bundle"
+    argv = ["bundle", "export", "--cache", str(recorded["cache_dir"]), "--out", str(bundle)]
+    argv += ["--profile", "default", "--notebook", "02_agent4rec", "--keep-unchanged"]
+    assert cli.main(argv) == 0 and "wrote" in capsys.readouterr().out
+    first = bundle.read_bytes()
+    os.utime(bundle, ns=(1, 1))
+    assert cli.main(argv) == 0 and "kept" in capsys.readouterr().out
+    assert bundle.read_bytes() == first and bundle.stat().st_mtime_ns == 1
+    # another profile, or one reply more, is a different published run: rewritten
+    assert cli.main([*argv[:-4], "smoke", *argv[-3:]]) == 0
+    assert "wrote" in capsys.readouterr().out
+    with ResponseCache(recorded["cache_dir"] / "llm-cache.sqlite") as cache:
+        request = {"kind": "chat", "model": "m", "messages": _user("one more"), "sample": 0}
+        cache.put(
+            request_key(request),
+            request,
+            {"text": "ok"},
+            model="m",
+            prompt_tokens=1,
+            completion_tokens=1,
+            latency_s=0.1,
+        )
+    assert cli.main([*argv[:-4], "smoke", *argv[-3:]]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert read_bundle(bundle)[0]["entries"] == 9
+
+
+def test_llm_cache_setting_moves_the_reply_cache_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RECAGENTS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("RECAGENTS_LLM_CACHE", raising=False)
+    assert settings().llm_cache_path == tmp_path / "cache" / "llm-cache.sqlite"
+    monkeypatch.setenv("RECAGENTS_LLM_CACHE", str(tmp_path / "fresh.sqlite"))
+    config = settings()
+    assert config.llm_cache_path == tmp_path / "fresh.sqlite"
+    assert config.cache_dir == tmp_path / "cache"

@@ -31,6 +31,7 @@ def test_setup_seeds_torch_when_installed():
     a = torch.rand(3)
     setup(3)
     assert torch.equal(a, torch.rand(3))
+    assert torch.get_num_threads() == 1  # the same sums in the same order on any machine
 
 
 def test_setup_sets_pandas_float_format():
