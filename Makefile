@@ -30,11 +30,53 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # papermill's own command line, started without a 2.5 s grammar import (recagents/run_notebook.py).
 PAPERMILL = $(BIN)/python -m recagents.run_notebook --cwd notebooks
 
-.PHONY: setup setup-server reproduce report smoke test test-fast lint strip clean help
+# The published run is code + replies. `make reproduce` first reads the committed reply bundle
+# into the reply cache: a request found there is answered from it, any other goes to the model
+# and is cached. At the end it writes the bundle of every reply the run used beside the
+# figures (left untouched when its replies are unchanged). FRESH=1 asks the model for every
+# reply, into a cache file of its own (.cache/llm-fresh-PROFILE.sqlite; delete it to ask
+# again); REPLAY=1 answers only from the bundle, with no model at all (a missing reply stops
+# the run, named), as `make check-published` and CI do. The smoke profile works the same with
+# replies/smoke.bundle and also writes its records to replies/smoke-records.json.
+REPLY_MODE := $(if $(FRESH),fresh,$(if $(REPLAY),replay,bundle))
+STEMS := $(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS))
+FRESH_CACHE = $(RECAGENTS_CACHE_DIR)/llm-fresh-$(1).sqlite
+# The variables a notebook of profile $(1), whose bundle is replies/$(1).bundle, runs with.
+REPLY_ENV = $(if $(FRESH),RECAGENTS_LLM_CACHE=$(call FRESH_CACHE,$(1)),$(if $(REPLAY),\
+  RECAGENTS_REPLAY=$(CURDIR)/replies/$(1).bundle))
+# build/[smoke/].replies holds the reply mode; it changes (and every notebook reruns) only
+# when the mode does. Its recipe runs first in every make: it says where replies come from
+# and, by default, imports the bundle into the cache.
+define REPLY_SOURCE
+	@mkdir -p $(@D)
+	@case "$(REPLY_MODE)" in \
+	  fresh) echo "FRESH=1: every reply is asked of the model into $(call FRESH_CACHE,$(1)); \
+	    replies/$(1).bundle is not read";; \
+	  replay) echo "REPLAY=1: every reply comes from replies/$(1).bundle, none from a model";; \
+	  *) if [ -f replies/$(1).bundle ]; then \
+	       echo "reading replies/$(1).bundle: a request it holds is answered from it, any \
+	other goes to the model (FRESH=1 asks the model for all)"; \
+	       $(BIN)/python -m recagents.llm bundle import replies/$(1).bundle || exit 1; \
+	     else echo "no replies/$(1).bundle: every reply comes from the model"; fi;; \
+	esac
+	@echo "$(REPLY_MODE)" | cmp -s - $@ || echo "$(REPLY_MODE)" > $@
+endef
+# Writes replies/$(1).bundle from the replies the notebooks of profile $(1) used (their keys
+# are logged in $(2)/keys/NN.log while they run).
+define REPLY_EXPORT
+	$(BIN)/python -m recagents.llm bundle export --out replies/$(1).bundle --keep-unchanged \
+	  --profile $(1) $(if $(FRESH),--cache $(call FRESH_CACHE,$(1))) \
+	  $(foreach stem,$(STEMS),--notebook $(stem) --keys $(2)/keys/$(stem).log)
+endef
+
+.PHONY: setup setup-server reproduce report smoke test test-fast lint strip clean help \
+  check-published FORCE
 .DEFAULT_GOAL := help
 
 help:  ## list the commands
-	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@echo "reproduce and smoke read replies/PROFILE.bundle first; FRESH=1 asks the model for \
+	every reply, REPLAY=1 takes every reply from the bundle (no model)"
 
 setup: $(STAMP)  ## install the pinned environment into .venv (only when the pins change)
 
@@ -58,29 +100,52 @@ LONGEST_FIRST := 06_cross_paper 01_agentcf 02_agent4rec 03_afl 05_rec4agentverse
   04_interecagent 00_data_and_baselines
 NAMED := $(foreach name,$(LONGEST_FIRST),$(filter build/$(name).ipynb,$(BUILT)))
 
-reproduce: $(NAMED) $(filter-out $(NAMED),$(BUILT))  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, docs/
+reproduce: $(NAMED) $(filter-out $(NAMED),$(BUILT))  ## run every notebook (default profile): figures/, build/, REPRODUCTION.md, docs/, replies/
 	$(MAKE) --no-print-directory report
+	$(call REPLY_EXPORT,default,build)
 
 report: $(STAMP)  ## REPRODUCTION.md and the HTML pages in docs/ from the notebooks executed in build/
 	$(BIN)/python -m recagents.report reproduction --build build --profile default --out REPRODUCTION.md
 	$(BIN)/python -m recagents.report html --build build --figures figures --out docs
 
-build/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
-	@mkdir -p build
-	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(PAPERMILL) -p PROFILE default $< $@
+build/.replies: FORCE | $(STAMP)
+	$(call REPLY_SOURCE,default)
 
-smoke: $(SMOKE)  ## run every notebook with the small CI profile into build/smoke/
+build/smoke/.replies: FORCE | $(STAMP)
+	$(call REPLY_SOURCE,smoke)
 
-build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE)
-	@mkdir -p build/smoke
-	$(SHARE_CORES) RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(PAPERMILL) -p PROFILE smoke \
-	  $< $@
+FORCE:
+
+build/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE) build/.replies
+	@mkdir -p build/keys && : > build/keys/$*.log
+	$(SHARE_CORES) RECAGENTS_KEYLOG=$(CURDIR)/build/keys/$*.log $(call REPLY_ENV,default) \
+	  RECAGENTS_FIGURES_DIR=$(CURDIR)/figures $(PAPERMILL) -p PROFILE default $< $@
+
+smoke: $(SMOKE)  ## run every notebook with the small CI profile into build/smoke/, replies/smoke*
+	$(call REPLY_EXPORT,smoke,build/smoke)
+	$(BIN)/python -m recagents.report records --build build/smoke --out replies/smoke-records.json
+
+build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE) build/smoke/.replies
+	@mkdir -p build/smoke/keys && : > build/smoke/keys/$*.log
+	$(SHARE_CORES) RECAGENTS_KEYLOG=$(CURDIR)/build/smoke/keys/$*.log $(call REPLY_ENV,smoke) \
+	  RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(PAPERMILL) -p PROFILE smoke $< $@
+
+# CI's proof that the published files are what the code makes from the committed replies:
+# every notebook reruns from replies/default.bundle alone, and a file of figures/, docs/,
+# REPRODUCTION.md or the bundle that comes out different fails, named with its notebook.
+JOBS ?= 2
+check-published: $(STAMP)  ## rerun the published run from its bundle alone; fail naming any file that changes
+	$(BIN)/python -m recagents.report fingerprint --out build/published-before.json
+	rm -f $(BUILT)
+	$(MAKE) --no-print-directory -j$(JOBS) reproduce REPLAY=1 FRESH=
+	$(BIN)/python -m recagents.report stale --before build/published-before.json
 
 test: export RECAGENTS_FIGURES_DIR = $(CURDIR)/build/smoke/figures
-test: $(STAMP)  ## every tier: unit, integration, smoke runs of every notebook, then nbval
+test: $(STAMP)  ## every tier: unit, integration, smoke notebooks from their replies, nbval, check-published
 	$(BIN)/python -m pytest tests
-	$(BIN)/python -m pytest --nbval --nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg \
-	  -p no:cacheprovider build/smoke
+	RECAGENTS_REPLAY=$(CURDIR)/replies/smoke.bundle $(BIN)/python -m pytest --nbval \
+	  --nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg -p no:cacheprovider build/smoke
+	$(MAKE) --no-print-directory check-published
 
 test-fast: $(STAMP)  ## the unit tier only: no model, no RecBole training (about 2 minutes)
 	$(BIN)/python -m pytest tests/unit -m "not slow"

@@ -339,8 +339,9 @@ def write_reproduction(build_dir: Path, out_path: Path, profile_label: str | Non
 
 
 _DATE_STAMP = re.compile(r"\bon \d{4}-\d\d-\d\d \d\d:\d\d UTC\b")
+_RUN_TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?")
 
 
 def _undated(text: str) -> str:
-    """``text`` without the generation date of its header."""
-    return _DATE_STAMP.sub("on <date>", text, count=1)
+    """``text`` without the generation date of its header and the notebooks' run times."""
+    return _RUN_TIME.sub("<time>", _DATE_STAMP.sub("on <date>", text, count=1))

@@ -87,7 +87,7 @@ def explain_stale(
         notebook = _notebook_of(path, notebooks_dir)
         if path.startswith("replies/"):
             why = (
-                "a request of the default run is not in the committed bundle (a prompt, a "
+                "the run used other requests than the committed bundle holds (a prompt, a "
                 "parameter or the model changed): run `make reproduce`, which asks the model "
                 "for the new replies, and commit the bundle with the figures"
             )

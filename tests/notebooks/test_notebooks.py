@@ -17,10 +17,13 @@ import pytest
 from recagents.columns import GENRES, YEAR
 from recagents.data import load_dataset
 from recagents.notebook import read_records
+from recagents.report.published import record_differences
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SMOKE_DIR = ROOT / "build" / "smoke"
+SMOKE_REPLIES = ROOT / "replies" / "smoke.bundle"
+SMOKE_RECORDS = ROOT / "replies" / "smoke-records.json"
 IDS = [path.stem for path in NOTEBOOKS]
 NOTEBOOKS_BY_STEM = {path.stem: path for path in NOTEBOOKS}
 
@@ -69,11 +72,22 @@ def test_notebook_structure(path):
 SENTINEL_KEY = "sk-recagents-SENTINEL-7c1f93b2"
 
 
-def _execute_smoke(path: Path, suffix: str = "", **parameters) -> Path:
+def _execute_smoke(path: Path, suffix: str = "", live: bool = False, **parameters) -> Path:
+    """Run a notebook in the smoke profile: from the committed smoke replies, or ``live``.
+
+    Not live, the kernel runs in replay-only mode (``RECAGENTS_REPLAY``) on
+    ``replies/smoke.bundle``: no model server starts, and a request the bundle lacks (a prompt
+    changed without ``make smoke FRESH=1``) stops the notebook, naming it. Live, the embedded
+    model answers what the reply cache does not hold (cold in CI: the path a reader's first
+    run takes).
+    """
     SMOKE_DIR.mkdir(parents=True, exist_ok=True)
     output = SMOKE_DIR / f"{path.stem}{suffix}{path.suffix}"
     os.environ.setdefault("RECAGENTS_FIGURES_DIR", str(SMOKE_DIR / "figures"))
     saved_key = os.environ.get("OPENAI_API_KEY")
+    saved_replay = os.environ.pop("RECAGENTS_REPLAY", None)
+    if not live:
+        os.environ["RECAGENTS_REPLAY"] = str(SMOKE_REPLIES)
     os.environ["OPENAI_API_KEY"] = SENTINEL_KEY
     try:
         papermill.execute_notebook(
@@ -85,17 +99,28 @@ def _execute_smoke(path: Path, suffix: str = "", **parameters) -> Path:
             progress_bar=False,
         )
     finally:
-        if saved_key is None:
-            os.environ.pop("OPENAI_API_KEY", None)
-        else:
-            os.environ["OPENAI_API_KEY"] = saved_key
+        for name, saved in (("OPENAI_API_KEY", saved_key), ("RECAGENTS_REPLAY", saved_replay)):
+            if saved is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = saved
     return output
 
 
 @pytest.fixture(scope="session")
 def smoke_records():
-    """Execute every notebook once in the smoke profile; map notebook stem -> records."""
+    """Execute every notebook once in the smoke profile from the committed smoke replies."""
     return {path.stem: read_records(_execute_smoke(path)) for path in NOTEBOOKS}
+
+
+def test_smoke_records_equal_the_committed_ones(smoke_records):
+    """The same code and the same replies give every recorded value exactly as committed."""
+    committed = json.loads(SMOKE_RECORDS.read_text(encoding="utf-8"))
+    differences = record_differences(committed, smoke_records)
+    assert not differences, (
+        f"{len(differences)} smoke records differ from {SMOKE_RECORDS.name} (a change of code "
+        "that moves a result: run `make smoke` and commit replies/):\n" + "\n".join(differences)
+    )
 
 
 def test_api_key_never_reaches_an_executed_notebook(smoke_records):
@@ -170,10 +195,15 @@ def test_01_agentcf(smoke_records):
 
 
 def test_01_agentcf_runs_on_another_atomic_dataset(tiny_path):
-    """The notebook takes any RecBole atomic dataset by path (here the tiny test fixture)."""
-    output = _execute_smoke(
+    """The notebook takes any RecBole atomic dataset by path (here the tiny test fixture).
+
+    Run live: its requests are in no bundle, so the embedded model answers them (cold on a
+    fresh clone), which keeps the path of a reader's first run tested.
+    """
+    output = _execute_smoke(  # live: the one notebook CI runs cold against the embedded model
         NOTEBOOKS_BY_STEM["01_agentcf"],
         suffix="_tiny",
+        live=True,
         DATASET=str(tiny_path),
         CANDIDATE_POOL="dataset",
         ABLATIONS=[],

@@ -72,7 +72,8 @@ def test_stale_cli_fails_with_the_names_and_passes_when_nothing_moved(
     err = capsys.readouterr().err
     assert "2 published files are stale" in err
     assert "figures/01_agentcf_ranking.png differs" in err and "01_agentcf.ipynb" in err
-    assert "replies/default.bundle differs" in err and "not in the committed bundle" in err
+    assert "replies/default.bundle differs" in err
+    assert "other requests than the committed bundle" in err
 
 
 def test_record_differences_name_the_notebook_the_record_and_both_values() -> None:
@@ -116,4 +117,14 @@ def test_a_rerun_that_changes_only_the_date_leaves_reproduction_md_alone(tmp_pat
     assert out.read_text() == dated
     write_executed(build / "04_interecagent.ipynb", {"profile": "default"}, "04 · IRA")
     write_reproduction(build, out, "default")
-    assert out.stat().st_mtime_ns != 1 and "04_interecagent" in out.read_text()
+    assert out.stat().st_mtime_ns != 1 and "2030-01-01T00:00:00+00:00" in out.read_text()
+    # the same notebook run again later: only its run time moves, so the file stays
+    rerun = json.loads((build / "04_interecagent.ipynb").read_text())
+    rerun["metadata"]["papermill"]["end_time"] = "2031-05-06T07:08:09.123456+00:00"
+    (build / "04_interecagent.ipynb").write_text(json.dumps(rerun))
+    os.utime(out, ns=(2, 2))
+    write_reproduction(build, out, "default")
+    assert out.stat().st_mtime_ns == 2 and "2031-05-06" not in out.read_text()
+    write_executed(build / "04_interecagent.ipynb", {"profile": "smoke"}, "04 · IRA")
+    write_reproduction(build, out, "default")
+    assert out.stat().st_mtime_ns != 2  # a changed value is written
