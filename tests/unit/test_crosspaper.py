@@ -372,6 +372,9 @@ def test_classic_adapters_cover_the_candidates(
     for run in runs:
         cp.check_frame(run.frame, protocol.candidates)
         assert run.calls.empty and run.status_counts()["ok"] == 8 and run.wall_s >= 0
+    # the note reads the same whether the weights were trained now or loaded (published pages)
+    again = cp.run_baseline(protocol, "Pop", cache_dir=cache_dir)
+    assert runs[1].note == again.note == "no training epochs"
     with pytest.raises(ValueError, match="unknown baseline"):
         cp.run_baseline(protocol, "ItemKNN")
 
