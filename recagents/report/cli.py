@@ -100,7 +100,8 @@ def _published(args: argparse.Namespace) -> int:
     if not changed:
         print(f"the {len(after)} published files are what the code makes from its replies")
         return 0
-    print(f"{len(changed)} published files are stale:", file=sys.stderr)
+    noun = "published file is" if len(changed) == 1 else "published files are"
+    print(f"{len(changed)} {noun} stale:", file=sys.stderr)
     for line in explain_stale(changed, before, after, args.notebooks):
         print(f"  {line}", file=sys.stderr)
     return 1

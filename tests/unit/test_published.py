@@ -66,6 +66,10 @@ def test_stale_cli_fails_with_the_names_and_passes_when_nothing_moved(
     argv = ["stale", "--before", str(snap), "--root", str(root)]
     argv += ["--notebooks", str(root / "notebooks")]
     assert cli.main(argv) == 0
+    (root / "figures" / "00_overview.png").write_bytes(b"png-0 moved")
+    assert cli.main(argv) == 1
+    assert "1 published file is stale" in capsys.readouterr().err
+    (root / "figures" / "00_overview.png").write_bytes(b"png-0")
     (root / "replies" / "default.bundle").write_bytes(b"other replies")
     (root / "figures" / "01_agentcf_ranking.png").write_bytes(b"png-2")
     assert cli.main(argv) == 1
