@@ -257,6 +257,12 @@ def test_import_fills_a_cache_once(recorded: dict[str, Any], tmp_path: Path) -> 
 def _cache_with(tmp_path: Path, content: str) -> Path:
     """A cache holding one reply whose request carries ``content`` (stored with no key set)."""
     folder = tmp_path / "leaky"
+    _store_one(folder, content)
+    return folder
+
+
+def _store_one(folder: Path, content: str) -> None:
+    """Add one "ok" reply to the cache in ``folder``, for a request that carries ``content``."""
     request = {"kind": "chat", "model": "m", "messages": _user(content), "sample": 0}
     with ResponseCache(folder / "llm-cache.sqlite") as cache:
         cache.put(
@@ -268,7 +274,6 @@ def _cache_with(tmp_path: Path, content: str) -> Path:
             completion_tokens=1,
             latency_s=0.1,
         )
-    return folder
 
 
 def test_export_refuses_a_request_holding_the_api_key(
@@ -433,17 +438,7 @@ def test_keep_unchanged_leaves_a_bundle_of_the_same_replies_untouched(
     # another profile, or one reply more, is a different published run: rewritten
     assert cli.main([*argv[:-4], "smoke", *argv[-3:]]) == 0
     assert "wrote" in capsys.readouterr().out
-    with ResponseCache(recorded["cache_dir"] / "llm-cache.sqlite") as cache:
-        request = {"kind": "chat", "model": "m", "messages": _user("one more"), "sample": 0}
-        cache.put(
-            request_key(request),
-            request,
-            {"text": "ok"},
-            model="m",
-            prompt_tokens=1,
-            completion_tokens=1,
-            latency_s=0.1,
-        )
+    _store_one(recorded["cache_dir"], "one more")
     assert cli.main([*argv[:-4], "smoke", *argv[-3:]]) == 0
     assert "wrote" in capsys.readouterr().out
     assert read_bundle(bundle)[0]["entries"] == 9
