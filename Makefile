@@ -131,13 +131,16 @@ build/smoke/%.ipynb: notebooks/%.ipynb $(STAMP) $(PACKAGE) build/smoke/.replies
 	  RECAGENTS_FIGURES_DIR=$(CURDIR)/build/smoke/figures $(PAPERMILL) -p PROFILE smoke $< $@
 
 # CI's proof that the published files are what the code makes from the committed replies:
-# every notebook reruns from replies/default.bundle alone, and a file of figures/, docs/,
-# REPRODUCTION.md or the bundle that comes out different fails, named with its notebook.
+# every notebook reruns from replies/default.bundle alone, into a reply cache of its own (a
+# reply the shared cache holds from another run, e.g. a test's, would bring that run's
+# latency into the cost tables), and a file of figures/, docs/, REPRODUCTION.md or the bundle
+# that comes out different fails, named with its notebook.
 JOBS ?= 2
+CHECK_CACHE := $(CURDIR)/build/published-replies.sqlite
 check-published: $(STAMP)  ## rerun the published run from its bundle alone; fail naming any file that changes
 	$(BIN)/python -m recagents.report fingerprint --out build/published-before.json
-	rm -f $(BUILT)
-	$(MAKE) --no-print-directory -j$(JOBS) reproduce REPLAY=1 FRESH=
+	rm -f $(BUILT) $(CHECK_CACHE) $(CHECK_CACHE)-wal $(CHECK_CACHE)-shm
+	RECAGENTS_LLM_CACHE=$(CHECK_CACHE) $(MAKE) --no-print-directory -j$(JOBS) reproduce REPLAY=1 FRESH=
 	$(BIN)/python -m recagents.report stale --before build/published-before.json
 
 test: export RECAGENTS_FIGURES_DIR = $(CURDIR)/build/smoke/figures
