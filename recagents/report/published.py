@@ -51,9 +51,17 @@ def fingerprint(root: Path, published: Sequence[str] = PUBLISHED) -> dict[str, s
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
             if file.is_file():
-                digest = hashlib.sha256(file.read_bytes()).hexdigest()
-                hashes[file.relative_to(root).as_posix()] = digest
+                hashes[file.relative_to(root).as_posix()] = _sha256(file)
     return hashes
+
+
+def _sha256(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB chunks (a published file of any size, bounded memory)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(2**20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def stale_files(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
