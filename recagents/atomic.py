@@ -30,11 +30,7 @@ _TRAILING = "\0trailing"  # the empty column of a trailing tab on every data lin
 
 
 class DatasetError(ValueError):
-    """A dataset name, path or file that cannot be used, with a message saying why.
-
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.agentcf_subset
-        and 14 more).
-    """
+    """A dataset name, path or file that cannot be used, with a message saying why."""
 
 
 def read_atomic(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -54,8 +50,6 @@ def read_atomic(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
       is ignored, as is a trailing tab at the end of the header. Otherwise the first line
       whose field count differs is an error. No column is ever used as the index.
     * Fully empty lines are skipped (as RecBole does); CRLF line ends are accepted.
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
 
     Raises:
         DatasetError: One of the above, a value that does not parse in a ``float`` field, or
@@ -86,10 +80,7 @@ class _Lines:
 
 @dataclass(frozen=True)
 class Parsed:
-    """An atomic file as a frame, with the data lines its rows came from (for messages).
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
-    """
+    """An atomic file as a frame, with the data lines its rows came from (for messages)."""
 
     frame: pd.DataFrame
     lines: _Lines
@@ -100,10 +91,7 @@ class Parsed:
 
 
 def parse_atomic(path: Path, required: tuple[str, ...] = ()) -> Parsed:
-    """Read an atomic file by the rules of :func:`read_atomic`, keeping line numbers.
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
-    """
+    """Read an atomic file by the rules of :func:`read_atomic`, keeping line numbers."""
     try:
         data = path.read_bytes()
     except FileNotFoundError as error:

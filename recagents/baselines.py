@@ -97,20 +97,12 @@ CACHE_VERSION = 2
 
 
 class BaselineError(ValueError):
-    """A baseline that cannot be trained or scored as asked, with the reason.
-
-    Taught in: not shown in a notebook (used by recagents.baselines.Baseline.sequence_scores
-        and 7 more).
-    """
+    """A baseline that cannot be trained or scored as asked, with the reason."""
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Training settings shared by all RecBole baselines.
-
-    Taught in: notebook 00, section 0 "Setup"; notebook 01, section 0 "Setup";
-        notebook 02, section 0 "Setup"; notebook 03, section 0 "Setup";
-        notebook 04, section 0 "Setup"; notebook 06, section 0 "Setup".
 
     Attributes:
         epochs: Most training epochs (early stopping usually ends sooner).
@@ -243,8 +235,6 @@ def write_benchmark_files(split: Split, folder: Path, max_seq_len: int | None) -
     Files already in ``folder`` are reused only if their SHA-256 matches the record
     (:data:`BENCHMARK_SUMS`) written with them; otherwise they are written again from the
     split, with a warning naming the file that differed (see :func:`_benchmark_problem`).
-
-    Taught in: not shown in a notebook (used by recagents.baselines.train_baseline).
     """
     _check_tokens(split)
     data_dir = folder / "data"
@@ -333,8 +323,6 @@ def _recbole_config(
 @dataclass
 class Baseline:
     """A trained RecBole model that scores candidates and recommends, by our ids.
-
-    Taught in: not shown in a notebook (used by recagents.baselines.train_baseline).
 
     Attributes:
         name: The RecBole model name.
@@ -623,12 +611,6 @@ def train_baseline(
 ) -> Baseline:
     """Train (or load from the cache) one RecBole model on ``split``.
 
-    Taught in: notebook 00, section 4 "Training the baselines";
-        notebook 01, section 5 "Ranking 1 + 9 candidates";
-        notebook 03, section 2 "The tool: SASRec";
-        notebook 04, section 1 "The item table and the split";
-        notebook 06, section 2 "Every method on the same candidates".
-
     Args:
         model: One of :data:`MODELS`.
         split: The split from :mod:`recagents.data`; valid drives early stopping.
@@ -815,11 +797,7 @@ def _fit_pop(network: Any, train_dataset: Any) -> dict[str, Any]:
 
 
 def random_scores(candidates: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """The Random baseline: uniform scores, seeded; ranks a candidate frame by chance.
-
-    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
-        notebook 01, section 5 "Ranking 1 + 9 candidates".
-    """
+    """The Random baseline: uniform scores, seeded; ranks a candidate frame by chance."""
     rng = np.random.default_rng(seed)
     frame = candidates[[USER, ITEM]].copy()
     frame[SCORE] = rng.random(len(frame))

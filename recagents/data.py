@@ -61,25 +61,16 @@ DROP_REASONS = (EMPTY_USER, EMPTY_ITEM, MISSING_TIMESTAMP, DUPLICATE)
 
 
 class DatasetWarning(UserWarning):
-    """Rows of a dataset file that :func:`load_dataset` dropped, with counts per reason.
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
-    """
+    """Rows of a dataset file that :func:`load_dataset` dropped, with counts per reason."""
 
 
 class CandidateCacheWarning(UserWarning):
-    """A saved candidate file did not match its recorded SHA-256 and was drawn again.
-
-    Taught in: not shown in a notebook (used by recagents.data.candidate_sets).
-    """
+    """A saved candidate file did not match its recorded SHA-256 and was drawn again."""
 
 
 @dataclass(frozen=True)
 class Dataset:
     """One dataset as tidy frames.
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset and
-        recagents.data.sample_users).
 
     Attributes:
         name: Short name (``ml-100k`` or the folder name of an atomic dataset).
@@ -127,21 +118,14 @@ class Dataset:
 
 
 def frame_fingerprint(frame: pd.DataFrame) -> str:
-    """Return a 12-hex-digit hash of a frame's values and column names.
-
-    Taught in: not shown in a notebook (used by recagents.data.Dataset.fingerprint and
-        recagents.data.Split.fingerprint).
-    """
+    """Return a 12-hex-digit hash of a frame's values and column names."""
     digest = hashlib.sha1(",".join(map(str, frame.columns)).encode())
     digest.update(pd.util.hash_pandas_object(frame, index=False).values.tobytes())
     return digest.hexdigest()[:12]
 
 
 def embedded_dataset_dir(name: str) -> Path:
-    """Folder of a dataset shipped inside an installed wheel (``ml-100k`` from ``recbole``).
-
-    Taught in: not shown in a notebook (used by recagents.data.resolve_dataset).
-    """
+    """Folder of a dataset shipped inside an installed wheel (``ml-100k`` from ``recbole``)."""
     if name != "ml-100k":
         raise DatasetError(f"unknown embedded dataset {name!r}; known: {EMBEDDED_DATASETS}")
     return Path(str(importlib.resources.files("recbole") / "dataset_example" / "ml-100k"))
@@ -152,8 +136,6 @@ def resolve_dataset(name_or_path: str | Path) -> tuple[str, Path]:
 
     A path may be the dataset folder ``.../NAME`` (holding ``NAME.inter``) or the
     ``NAME.inter`` file itself.
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
     """
     text = str(name_or_path)
     if text in EMBEDDED_DATASETS:
@@ -212,8 +194,6 @@ def _tidy_items(raw: pd.DataFrame) -> pd.DataFrame:
 @dataclass(frozen=True)
 class LoadReport:
     """What :func:`load_dataset` dropped from the interaction file, and why.
-
-    Taught in: not shown in a notebook (used by recagents.data._clean_interactions).
 
     Attributes:
         path: The ``.inter`` file.
@@ -344,13 +324,6 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
     :func:`recagents.released.released_dataset` (their split and test samples come from
     :mod:`recagents.released`).
 
-    Taught in: notebook 00, section 1 "The data"; notebook 01, section 1 "The data";
-        notebook 02, section 1 "The data, the traits and the agents";
-        notebook 03, section 1 "The data and the candidates";
-        notebook 04, section 1 "The item table and the split";
-        notebook 05, section 1 "The agent items";
-        notebook 06, section 1 "One protocol for every method".
-
     Args:
         name_or_path: ``"ml-100k"``, a name in :data:`RELEASED_DATASETS`, or the folder (or
             ``.inter`` file) of any RecBole atomic dataset.
@@ -387,8 +360,6 @@ def readable_title(title: str, move_article: bool = True) -> str:
 
     MovieLens titles put a trailing ``, The`` / ``, A`` / ``, An`` last (also before a
     parenthesised alternative title); the papers' loaders move it to the front.
-
-    Taught in: not shown in a notebook (used by recagents.data.item_text and 4 more).
     """
     if not move_article:
         return title
@@ -408,9 +379,6 @@ def item_text(
 
     Example: ``"The Usual Suspects (1995) - Crime, Thriller"``. Titles are not unique in
     ml-100k (45 items share a title), so code must refer to items by id, never by text.
-
-    Taught in: notebook 00, section 1 "The data";
-        notebook 03, section 1 "The data and the candidates".
     """
     titles = items[TITLE].map(lambda t: readable_title(t, move_article))
     if with_year and YEAR in items:
@@ -424,10 +392,7 @@ def item_text(
 
 @dataclass(frozen=True)
 class Split:
-    """A train / valid / test split of interactions (each a frame like the input).
-
-    Taught in: notebook 02, section 1 "The data, the traits and the agents".
-    """
+    """A train / valid / test split of interactions (each a frame like the input)."""
 
     train: pd.DataFrame
     valid: pd.DataFrame
@@ -471,8 +436,6 @@ def chronological_order(interactions: pd.DataFrame) -> pd.DataFrame:
 
     415 ml-100k users have their last two ratings at the same second, so the tie-break
     decides their test item; file order is the one every run reproduces.
-
-    Taught in: not shown in a notebook (used by recagents.data.describe and 7 more).
     """
     frame = interactions.reset_index(drop=True)
     keys = [USER, TIMESTAMP] if TIMESTAMP in frame else [USER]
@@ -484,12 +447,6 @@ def leave_one_out(
     min_rating: float | None = None,
 ) -> Split:
     """Chronological leave-one-out: per user, last item = test, second-to-last = valid.
-
-    Taught in: notebook 00, section 2 "The split: chronological leave-one-out";
-        notebook 01, section 5 "Ranking 1 + 9 candidates";
-        notebook 03, section 1 "The data and the candidates";
-        notebook 04, section 1 "The item table and the split";
-        notebook 05, section 1 "The agent items".
 
     Args:
         dataset: A :class:`Dataset` or its interaction frame.
@@ -534,8 +491,6 @@ def sample_candidates(
     user never interacted with (train, valid or test), uniformly or in proportion to
     training popularity. The display order (``position``, 0-based) is a seeded shuffle,
     so the positive is not always first; methods that care about order use it.
-
-    Taught in: not shown in a notebook (used by recagents.data.candidate_sets).
 
     Returns:
         ``[user_id, item_id, label, position]`` with ``label`` 1 for the held-out item.
@@ -591,9 +546,6 @@ def candidate_sets(
     file is written beside it (``.csv.sha256``) and checked on every reuse: a saved file
     that was edited or damaged since is drawn again, with a :class:`CandidateCacheWarning`
     naming it, so that it can never silently change what every method is scored on.
-
-    Taught in: notebook 00, section 3 "Candidate protocols";
-        notebook 03, section 1 "The data and the candidates".
     """
     folder = Path(cache_dir or settings().cache_dir) / "candidates"
     stem = f"{split.fingerprint}-{phase}-1+{n_negatives}-{distribution}-seed{seed}"
@@ -622,10 +574,7 @@ def candidate_sets(
 
 
 def subsample_users(split: Split, n_users: int | None, seed: int = 0) -> list[str]:
-    """A seeded, sorted sample of ``n_users`` test users (all of them for ``None``).
-
-    Taught in: notebook 03, section 1 "The data and the candidates".
-    """
+    """A seeded, sorted sample of ``n_users`` test users (all of them for ``None``)."""
     users = np.array(sorted(split.test[USER].unique()))
     if n_users is None or n_users >= len(users):
         return users.tolist()
@@ -640,8 +589,6 @@ def sample_users(dataset: Dataset, n_users: int | None, seed: int = 0) -> Datase
     least the user count returns ``dataset`` unchanged. Item and user tables are kept
     whole, as is the load report. The name gains a ``-uN`` suffix so saved artefacts
     never mix the two.
-
-    Taught in: notebook 00, section 1 "The data".
     """
     users = np.array(sorted(dataset.interactions[USER].unique()))
     if n_users is None or n_users >= len(users):
@@ -662,10 +609,7 @@ def sample_users(dataset: Dataset, n_users: int | None, seed: int = 0) -> Datase
 
 
 def describe(dataset: Dataset) -> pd.Series:
-    """Headline statistics of a dataset: sizes, density, activity and popularity spread.
-
-    Taught in: notebook 00, section 1 "The data".
-    """
+    """Headline statistics of a dataset: sizes, density, activity and popularity spread."""
     frame = dataset.interactions
     per_user = frame.groupby(USER).size()
     per_item = frame.groupby(ITEM).size()

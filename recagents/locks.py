@@ -22,10 +22,7 @@ __all__ = ["CacheLockTimeout", "cache_lock"]
 
 
 class CacheLockTimeout(TimeoutError):
-    """A cache entry stayed locked by another process past the lock timeout; names the holder.
-
-    Taught in: not shown in a notebook (used by recagents.locks.cache_lock).
-    """
+    """A cache entry stayed locked by another process past the lock timeout; names the holder."""
 
 
 def _lock_holder(holder: Path) -> str:
@@ -55,8 +52,6 @@ def cache_lock(path: Path, timeout: float | None = None) -> Iterator[None]:
     the same files at once; released when the process ends, whatever happens. While held,
     ``<path>.lock.holder`` records the holder's pid, host and start time, for the error
     of a process that gives up waiting.
-
-    Taught in: not shown in a notebook (used by recagents.baselines.train_baseline).
 
     Args:
         path: The cache entry (file or folder).

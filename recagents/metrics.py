@@ -143,9 +143,6 @@ def rank_by_score(
     the rows are not already ordered with the positive item first. Pass a seed whenever
     candidate lists may have been built positive-first.
 
-    Taught in: not shown in a notebook (used by recagents.baselines.Baseline.score and
-        recagents.baselines.random_scores).
-
     Args:
         frame: Long frame with columns ``user_id``, ``item_id`` and ``score`` (extra columns
             are kept). An existing ``rank`` column is replaced.
@@ -200,9 +197,6 @@ def ranking_metrics(
 
     A truth user absent from ``ranked`` scores 0 on every metric; users only in ``ranked``
     are ignored. Duplicate truth rows count once.
-
-    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
-        notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Args:
         ranked: Long frame with ``user_id``, ``item_id`` and integer ``rank`` (>= 1);
@@ -316,8 +310,6 @@ def bootstrap_ci(
     takes each resample's mean ``m_b``, and returns the ``(1-ci)/2`` and ``(1+ci)/2``
     quantiles of ``{m_b}`` as the interval around the sample mean ``(1/n) sum_i x_i``.
 
-    Taught in: not shown in a notebook (used by recagents.metrics.summarize and 7 more).
-
     Args:
         values: Per-user metric values (1-D, no NaN).
         n_boot: Number of bootstrap resamples.
@@ -339,10 +331,7 @@ def bootstrap_ci(
 
 
 class PairedBootstrapResult(NamedTuple):
-    """Result of :func:`paired_bootstrap` (a tuple ``(diff, low, high, p_value)``).
-
-    Taught in: not shown in a notebook (used by recagents.metrics.paired_bootstrap).
-    """
+    """Result of :func:`paired_bootstrap` (a tuple ``(diff, low, high, p_value)``)."""
 
     diff: float
     low: float
@@ -365,8 +354,6 @@ def paired_bootstrap(
     the null-centred bootstrap distribution (Efron & Tibshirani, 1993, sec. 16.4):
     ``p = (1 + #{b : |d_b - d| >= |d|}) / (n_boot + 1)``. Identical inputs give ``d = 0``
     and ``p = 1``; the smallest attainable p-value is ``1 / (n_boot + 1)``.
-
-    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
 
     Args:
         a: Per-user values of method A.
@@ -407,9 +394,6 @@ def summarize(
     with the same ``seed``, so every metric is resampled over the same users. NaN values
     are dropped per column; ``n`` is the number of values used.
 
-    Taught in: not shown in a notebook (used by recagents.metrics.summarize_methods and
-        recagents.papers.agent4rec.evaluate.offline_accuracy).
-
     Args:
         per_user: Output of :func:`ranking_metrics` (or any frame of per-user values).
         n_boot: Number of bootstrap resamples.
@@ -442,9 +426,6 @@ def summarize_methods(
 ) -> pd.DataFrame:
     """:func:`summarize` for several methods at once: one long table with a ``method`` column.
 
-    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
-        notebook 01, section 5 "Ranking 1 + 9 candidates".
-
     Args:
         per_user: Method name -> per-user metric frame (from :func:`ranking_metrics`).
         n_boot: Number of bootstrap resamples.
@@ -465,8 +446,6 @@ def summarize_methods(
 
 def pick_interval(summary: pd.DataFrame, method: str, metric: str, **where: str) -> list[float]:
     """``[mean, low, high]`` of one method and metric from a summary table, for recording.
-
-    Taught in: notebook 00, section 6 "What this shows"; notebook 01, section 9 "What this shows".
 
     Args:
         summary: A table from :func:`summarize_methods`, possibly with extra columns.
@@ -491,14 +470,7 @@ def pick_interval(summary: pd.DataFrame, method: str, metric: str, **where: str)
 
 
 def format_interval(summary: pd.DataFrame, digits: int = 3) -> pd.Series:
-    """Render each row of a summary as ``"mean [low, high]"`` for a readable table.
-
-    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
-        notebook 01, section 6 "Ablations (Table 3)";
-        notebook 02, section 2 "Taste discrimination (Table 1)";
-        notebook 03, section 3 "The loop (Table 4, and the round-limit curve)";
-        notebook 04, section 4 "One-turn retrieval and ranking (Table 5)".
-    """
+    """Render each row of a summary as ``"mean [low, high]"`` for a readable table."""
     pattern = f"{{:.{digits}f}}"
     return (
         summary["mean"].map(pattern.format)
@@ -521,9 +493,6 @@ def compare_to_reference(
     """Paired bootstrap of every method against ``reference`` on one metric, same users.
 
     Users are aligned on ``user_id`` (the frames must cover the same users).
-
-    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
-        notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Returns:
         One row per other method: ``method, diff, low, high, p_value``, where ``diff`` is
@@ -588,8 +557,6 @@ def classification_metrics(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> dict
     Any 0/0 is defined as 0.0 (e.g. precision when nothing is predicted positive), which
     matches scikit-learn's ``zero_division=0``.
 
-    Taught in: not shown in a notebook (used by recagents.metrics.classification_ci).
-
     Args:
         y_true: True labels (bool, or 0/1).
         y_pred: Predicted labels (bool, or 0/1), same length.
@@ -623,8 +590,6 @@ def classification_ci(
     times with ``np.random.default_rng(seed)``; each metric of
     :func:`classification_metrics` (0/0 = 0.0) is recomputed per resample and the
     ``(1-ci)/2`` and ``(1+ci)/2`` quantiles form the interval.
-
-    Taught in: notebook 02, section 2 "Taste discrimination (Table 1)".
 
     Args:
         y_true: True labels (bool, or 0/1).
@@ -691,8 +656,6 @@ def min_detectable_effect(
     ``n`` counts the units (users, agents, sessions); pass ``sd`` (one unit's standard
     deviation) or ``proportion``, not both.
 
-    Taught in: not shown in a notebook (used by recagents.metrics.power_fields).
-
     Raises:
         ValueError: ``n < 1``, not exactly one of ``sd``/``proportion``, or a value out of range.
     """
@@ -719,8 +682,6 @@ def paired_min_detectable_effect(
     :func:`min_detectable_effect` with ``n`` pairs and the standard deviation (``ddof=1``) of
     the differences ``d_i = a_i - b_i``. One pair gives ``inf`` (no spread to estimate).
 
-    Taught in: not shown in a notebook (used with recagents.metrics.paired_bootstrap).
-
     Raises:
         ValueError: Empty, NaN or unequal-length inputs, or ``alpha``/``power`` outside (0, 1).
     """
@@ -734,10 +695,7 @@ def paired_min_detectable_effect(
 
 
 def interval_half_width(low: float, high: float) -> float:
-    """Half the width of a recorded interval, ``(high - low) / 2`` (``ValueError`` if negative).
-
-    Taught in: not shown in a notebook (used by recagents.report.values.Estimate and 2 more).
-    """
+    """Half the width of a recorded interval, ``(high - low) / 2`` (``ValueError`` if negative)."""
     if high < low:
         raise ValueError(f"interval upper end {high} is below its lower end {low}")
     return (high - low) / 2.0
@@ -752,8 +710,6 @@ def interval_min_detectable_effect(
     ``MDE = (z_{(1+ci)/2} + z_power) * se``; for a 95% interval at power 0.8 that is
     ``1.4294 * half-width``. A zero-width interval (every unit alike) gives 0: combine it
     with :func:`all_equal_min_n` rather than reading it as perfect precision.
-
-    Taught in: not shown in a notebook (used by recagents.metrics.power_fields).
     """
     _check_power_args(1.0 - ci, power)
     z = _z((1.0 + ci) / 2.0)
@@ -767,8 +723,6 @@ def all_equal_min_n(effect: float, alpha: float = 0.05) -> int:
     ``1 - mu``, so ``P(all n are 0) <= (1 - mu)^n``; excluding ``mu = effect`` at level
     ``alpha`` needs ``(1 - effect)^n <= alpha``, i.e. ``n >= ln(alpha) / ln(1 - effect)``
     (about ``3 / effect``, the rule of three), however narrow the bootstrap interval looks.
-
-    Taught in: not shown in a notebook (used for ``min_n`` in recagents/resources/claims.json).
 
     Raises:
         ValueError: ``effect`` outside (0, 1) or ``alpha`` outside (0, 1).
@@ -786,8 +740,6 @@ def power_fields(
 
     What an experiment of this size could detect (:func:`interval_min_detectable_effect`),
     rounded to 4 decimals; REPRODUCTION.md shows it in every row.
-
-    Taught in: not shown in a notebook (used by recagents.report to read records).
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")

@@ -49,11 +49,6 @@ def setup(seed: int = 0) -> None:
     ``PYTHONHASHSEED`` cannot be changed from inside a running interpreter, so code must not
     rely on the iteration order of sets of strings.
 
-    Taught in: notebook 00, section 0 "Setup"; notebook 01, section 0 "Setup";
-        notebook 02, section 0 "Setup"; notebook 03, section 0 "Setup";
-        notebook 04, section 0 "Setup"; notebook 05, section 0 "Setup";
-        notebook 06, section 0 "Setup".
-
     Args:
         seed: Seed for every random number generator.
 
@@ -123,11 +118,6 @@ def record(name: str, value: Any) -> None:
     ``{"name": name, "value": value}``, plus a ``text/plain`` line ``name = value``. Outside
     a notebook only the text line is printed.
 
-    Taught in: notebook 00, section 6 "What this shows"; notebook 01, section 9 "What this shows";
-        notebook 02, section 12 "What this shows"; notebook 03, section 9 "What this shows";
-        notebook 04, section 7 "What this shows"; notebook 05, section 8 "What this shows";
-        notebook 06, section 7 "What this shows".
-
     Args:
         name: Key of the result, e.g. ``"ndcg@10"``.
         value: A JSON scalar (int, float, str, bool, None), or a list/dict of them. NumPy
@@ -156,8 +146,6 @@ def record(name: str, value: Any) -> None:
 
 def read_records(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read every value recorded with :func:`record` from an executed notebook.
-
-    Taught in: not shown in a notebook (used by recagents.report.evaluate.read_run).
 
     Args:
         path: The executed ``.ipynb`` file.
@@ -229,9 +217,6 @@ def expectation(
     reference values passed in. Only ``why`` (one sentence on why ours and the paper's
     differ) is the author's, and it should name a cause, not a number.
 
-    Taught in: notebook 01, section 5 "Ranking 1 + 9 candidates"; notebook 02 and 03 before
-        their main results.
-
     Args:
         label: What was measured, e.g. ``"NDCG@10 of AgentCF B+R"``.
         ours: ``(mean, low, high)``.
@@ -280,8 +265,6 @@ def pick_profile(profiles: Mapping[str, Mapping[str, Any]], name: str) -> dict[s
     Every profile must have the same keys, so a parameter cannot silently fall back to a value
     that only one profile defines.
 
-    Taught in: notebook 01, section 0 "Setup".
-
     Raises:
         ValueError: ``name`` is not a profile, or the profiles' keys differ.
     """
@@ -297,9 +280,6 @@ def pick_profile(profiles: Mapping[str, Mapping[str, Any]], name: str) -> dict[s
 
 def show_source(function: Any) -> Any:
     """The source of a library function, shown in a notebook beside the cell that runs it.
-
-    Taught in: notebook 01, section 3a "One training batch by hand"; notebook 02, section 1b
-        "One page by hand"; notebook 03, section 2c "One round by hand".
 
     Returns:
         ``IPython.display.Code`` of the function's source (Python highlighting).

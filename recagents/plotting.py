@@ -68,8 +68,6 @@ def set_theme() -> None:
 
     A white-grid style, a colour-blind-safe palette and readable font sizes. Calling it more
     than once yields the same state (it resets to the same theme, it does not stack changes).
-
-    Taught in: not shown in a notebook (used by recagents.notebook.setup).
     """
     import seaborn as sns
 
@@ -100,8 +98,6 @@ def figures_dir() -> Path:
     at the repository root, found by walking up from the current working directory to the
     first directory holding a ``pyproject.toml`` (notebooks run with cwd ``notebooks/``);
     else ``./figures``.
-
-    Taught in: not shown in a notebook (used by recagents.plotting.savefig).
 
     Returns:
         The (existing) figures directory.
@@ -135,12 +131,6 @@ def savefig(fig: Figure, name: str, dpi: int = 150) -> Path:
     is tight, so saving the same figure again writes identical bytes. Setting the environment
     variable ``RECAGENTS_SAVEFIG=0`` skips writing (useful for smoke runs).
 
-    Taught in: notebook 00, section 1 "The data"; notebook 01, section 5 "Ranking 1 + 9 candidates";
-        notebook 02, section 3 "Comparing five recommenders (Table 2)";
-        notebook 03, section 3 "The loop (Table 4, and the round-limit curve)";
-        notebook 04, section 4 "One-turn retrieval and ranking (Table 5)";
-        notebook 05, section 4 "Stage comparison"; notebook 06, section 3 "The leaderboard".
-
     Args:
         fig: The matplotlib figure to save.
         name: File stem without directory or extension, e.g. ``"00_rating_distribution"``.
@@ -171,8 +161,6 @@ def dataset_overview(dataset: Dataset) -> Figure:
     """Four panels: rating distribution, item popularity long tail, genres, user activity.
 
     Panels whose data the dataset lacks (no ratings, no genres) say so instead of failing.
-
-    Taught in: notebook 00, section 1 "The data".
     """
     import matplotlib.pyplot as plt
     import numpy as np
@@ -257,18 +245,13 @@ NOTE_GID = "degenerate-note"
 
 
 def natural_range(metric: str) -> tuple[float, float] | None:
-    """The natural range of a metric by name, e.g. ``"NDCG@10"`` -> ``(0, 1)``; None if unknown.
-
-    Taught in: not shown in a notebook (used by recagents.plotting.interval_plot).
-    """
+    """The natural range of a metric by name, e.g. ``"NDCG@10"`` -> ``(0, 1)``; None if unknown."""
     key = str(metric).strip().lower().split("@")[0].strip()
     return NATURAL_RANGES.get(key)
 
 
 def resolve_scale(scale: tuple[float, float] | str | None) -> tuple[float, float] | None:
     """Turn a ``scale=`` argument (a metric name or ``(low, high)``) into ``(low, high)``.
-
-    Taught in: not shown in a notebook (used by the figure functions of every paper).
 
     Raises:
         ValueError: For an unknown metric name or a range with ``low >= high``.
@@ -294,8 +277,6 @@ def fixed_scale(ax: Axes, low: float, high: float, axis: str = "y", pad: float =
 
     Use it where the paper's scale is fixed (satisfaction 1-10, HR 0-1), so that a small
     wobble is not zoomed to fill the panel.
-
-    Taught in: not shown in a notebook (used by the figure functions of every paper).
     """
     _check_axis(axis)
     margin = pad * (high - low)
@@ -306,10 +287,7 @@ def fixed_scale(ax: Axes, low: float, high: float, axis: str = "y", pad: float =
 
 
 def integer_axis(ax: Axes, axis: str = "x") -> None:
-    """Put ticks on whole numbers only, for rounds, pages, steps, epochs and counts.
-
-    Taught in: not shown in a notebook (used by the figure functions of every paper).
-    """
+    """Put ticks on whole numbers only, for rounds, pages, steps, epochs and counts."""
     from matplotlib.ticker import MaxNLocator
 
     _check_axis(axis)
@@ -323,8 +301,6 @@ def reference_line(
 
     ``axis="y"`` draws a horizontal line at ``y = value``; ``"x"`` a vertical one. The legend
     label carries the value, so the reader sees it even where the line leaves the panel.
-
-    Taught in: not shown in a notebook (used by recagents.plotting.interval_plot).
 
     Returns:
         The matplotlib line (its ``gid`` is ``"reference:<style>"``).
@@ -356,8 +332,6 @@ def note_if_degenerate(
     ``(low, high)``), else to a range around the value (0-1 for a value in it), widened to
     ``include`` (e.g. reference values). An empty panel gets "no values to show". ``count``
     is the number the note names (default: the number of values).
-
-    Taught in: not shown in a notebook (used by recagents.plotting.interval_plot).
 
     Returns:
         The note written, or None when the panel is not degenerate (nothing is changed).
@@ -512,14 +486,6 @@ def interval_plot(
     the axis. ``scale`` (a metric name such as ``"satisfaction"``, or ``(low, high)``) pins
     the axis always. ``paper`` and ``recorded`` draw reference values on the same axis: a
     number is a vertical line; a mapping marks rows, keyed by method or ``(method, group)``.
-
-    Taught in: notebook 00, section 5.1 "Candidate protocols (1+9 and 1+19)";
-        notebook 01, section 5 "Ranking 1 + 9 candidates";
-        notebook 02, section 3 "Comparing five recommenders (Table 2)";
-        notebook 03, section 6 "User simulation (Table 5)";
-        notebook 04, section 4 "One-turn retrieval and ranking (Table 5)";
-        notebook 05, section 6 "Manipulation: an agent item that lobbies the recommender";
-        notebook 06, section 3 "The leaderboard".
     """
     import matplotlib.pyplot as plt
     import numpy as np
@@ -608,8 +574,6 @@ def curves_plot(
     flat value say so and the y axis is pinned (to ``scale`` or around the value);
     ``scale`` pins it always; ``paper`` and ``recorded`` draw reference lines (a number, or
     a mapping name -> value for several).
-
-    Taught in: notebook 00, section 4 "Training the baselines".
     """
     import matplotlib.pyplot as plt
 

@@ -56,10 +56,6 @@ def ranking_schema(n: int) -> dict[str, Any]:
     """A ranking of ``n`` numbered candidates: exactly ``n`` numbers from 1 to ``n``.
 
     Backends cannot enforce "each number once"; :func:`parse_ranking` checks and repairs.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agentcf.evaluate.rank_candidates and
-        recagents.papers.interecagent.evaluate.one_turn_ranking).
     """
     return {
         "type": "object",
@@ -78,8 +74,6 @@ def ranking_schema(n: int) -> dict[str, Any]:
 @dataclass(frozen=True)
 class RankingParse:
     """A ranking reply checked against the candidates, and how it was repaired.
-
-    Taught in: not shown in a notebook (used by recagents.protocol.parse_ranking).
 
     Attributes:
         order: The valid candidate indices (0-based) in the order given, duplicates dropped.
@@ -102,10 +96,6 @@ def parse_ranking(data: Any, n: int) -> RankingParse:
     The repair policy: duplicates keep their first position, entries that are not a
     candidate number are dropped, and candidates left out are reported as ``missing``
     (:func:`ranking_frame` places them after every ranked one, in random order).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agentcf.evaluate.rank_candidates and
-        recagents.papers.interecagent.evaluate.one_turn_ranking).
     """
     raw = data.get("ranking") if isinstance(data, dict) else None
     if not isinstance(raw, list):
@@ -148,8 +138,6 @@ def ranking_frame(
       the positive out costs what a random placement among the rest would;
     - ``faithful`` (the official code): scored -10000 and tied with every item outside the
       list, i.e. ranked beyond any cut-off (from :data:`FAITHFUL_MISSING_RANK` on).
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
     """
     n = len(items)
     rank = np.zeros(n, dtype=np.int64)
@@ -174,9 +162,6 @@ def ordered_frame(user: str, order: Sequence[str]) -> pd.DataFrame:
 
     For methods whose output is an order rather than scores (AFL's proposal then its tool's
     order, InteRecAgent's target rank): rank ``1..n`` and score ``n..1``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.afl.entry.afl_frame and
-        recagents.papers.interecagent.entry.target_rank_frame).
     """
     n = len(order)
     return pd.DataFrame(
@@ -198,8 +183,6 @@ def metric_rows(summary: pd.DataFrame, labels: Sequence[str] = ()) -> pd.DataFra
     (``[*labels, metric, mean, low, high, n]``); each row's name becomes
     ``"<metric>/<label>/..."`` (e.g. ``"ndcg@10/AgentCF B"``), so one frame holds every
     method's numbers.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.run and 4 more).
 
     Raises:
         ValueError: ``summary`` lacks one of the columns named above.
@@ -226,8 +209,6 @@ class RunOptions:
     One object for the five entry points, so the shared arguments are documented once and
     checked the same way: ``run(dataset, config, RunOptions(n_users=3, n_boot=50))``. Each
     entry module documents only what is its own (its ``DEFAULT_USERS`` and ``METHODS``).
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.run and 4 more).
 
     Attributes:
         n_users: Users (agents, simulated users) of the run; ``None``: the entry module's
@@ -288,8 +269,6 @@ class PaperRun:
     a test) needs no paper's internals: the named tables are documented in each entry
     module's ``TABLES``, the headline numbers share one layout (:data:`METRIC_COLUMNS`).
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.run and 4 more).
-
     Attributes:
         paper: The paper's name (e.g. ``"AgentCF"``).
         config: The paper's settings dataclass the run used.
@@ -337,8 +316,6 @@ class PaperRun:
 @dataclass
 class CandidateRanking:
     """One method's ranking of shared candidates, as the papers' ``entry.rank`` return it.
-
-    Taught in: not shown in a notebook (used by recagents.papers.afl.entry.rank and 2 more).
 
     Attributes:
         frame: ``[user_id, item_id, score, rank]`` over exactly the candidates given.

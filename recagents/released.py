@@ -127,8 +127,6 @@ def load_cds(variant: Literal["dense", "sparse"] = "dense") -> tuple[Dataset, Sp
     The Heartbreakers"``), ``category`` the text the paper's prompts show (``"CDs"`` when
     empty, as its loader does) and ``genres`` its ``"; "``-separated parts.
 
-    Taught in: not shown in a notebook (used by recagents.released.released_dataset).
-
     Raises:
         DatasetError: An unknown variant, or split files that disagree (naming the line).
         recagents.releases.ReleaseError: A file not in the cache, mirror or network.
@@ -162,8 +160,6 @@ def load_cds(variant: Literal["dense", "sparse"] = "dense") -> tuple[Dataset, Sp
 def cds_user_memories(variant: Literal["dense", "sparse"] = "dense") -> pd.DataFrame:
     """Every user agent's final memory after the authors' gpt-3.5 training.
 
-    Taught in: notebook 01, section 4b "The authors' trained agents (gpt-3.5, released)".
-
     Returns:
         ``[user_id, memory]`` in file order (``saved/1000/user``), the padding user dropped.
     """
@@ -184,8 +180,6 @@ def cds_item_memory_versions(
     ``{description: ada-002 embedding}`` dict; it is read through
     :func:`recagents.released_pickles.load_npy_object` (torch tensors become numpy arrays).
     Only a sample of these files is in the manifest and the offline mirror (see its README).
-
-    Taught in: notebook 01, section 4b "The authors' trained agents (gpt-3.5, released)".
 
     Returns:
         ``[version, description, embedding]``; ``version`` 0 is the initial description,
@@ -269,8 +263,6 @@ def load_lastfm() -> tuple[Dataset, pd.DataFrame, pd.DataFrame]:
     joined back into users (``u0``, ``u1``, ...); items are ``id2name.txt``'s artists. The
     samples are ``Test_data.df``'s rows with ``len_seq >= 3`` numbered as AFL numbers them
     (``sample`` is its ``id``), and ``prior_lastfm/SASRec.csv`` is matched on that id.
-
-    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
 
     Returns:
         ``(dataset, samples, predictions)``: ``samples`` is ``[sample, user_id, history,
@@ -358,8 +350,6 @@ def lastfm_candidates(
     pick, which the authors' tool chose *from* its list, lies in every list drawn here
     (notebook 03 counts it; 122 of 122).
 
-    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
-
     Args:
         samples: :func:`load_lastfm`'s samples, in their order (``sample``, ``user_id``,
             ``history``, ``target``).
@@ -390,8 +380,6 @@ def lastfm_picks_listed(
     their lists, so lists drawn as theirs hold every pick; other lists hold only the hits
     (the pick is the target) and chance.
 
-    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
-
     Args:
         candidates: :func:`lastfm_candidates` (``sample``, ``item_id``).
         predictions: :func:`load_lastfm`'s predictions (``sample``, ``prior_name``).
@@ -408,8 +396,6 @@ def sasrec_hit_at_1(
     predictions: pd.DataFrame, n_boot: int = 1000, seed: int = 0
 ) -> dict[str, float]:
     """SASRec alone on the released test samples: HR@1 with its 95% bootstrap interval.
-
-    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
 
     Args:
         predictions: The third item of :func:`load_lastfm`.
@@ -428,10 +414,7 @@ def sasrec_hit_at_1(
 
 
 def released_dataset(name: str) -> Dataset:
-    """The :class:`~recagents.data.Dataset` of a name in ``RELEASED_DATASETS``.
-
-    Taught in: not shown in a notebook (used by recagents.data.load_dataset).
-    """
+    """The :class:`~recagents.data.Dataset` of a name in ``RELEASED_DATASETS``."""
     if name == "lastfm":
         return load_lastfm()[0]
     if name in RELEASED_DATASETS:

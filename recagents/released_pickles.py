@@ -223,9 +223,6 @@ TORCH_AS_NUMPY = AllowList(
 def load_npy_object(path: Path, allow: AllowList = OBJECT_ARRAYS) -> Any:
     """The object that ``np.save`` wrapped in a 0-d object array, through safepickle.
 
-    Taught in: not shown in a notebook (used by
-        recagents.released.cds_item_memory_versions).
-
     Args:
         path: An ``.npy`` file of shape ``()`` and dtype ``object``.
         allow: What its pickle may hold besides plain numpy data and object arrays.
@@ -403,8 +400,6 @@ def _newobj_as_reduce(path: Path, data: bytes) -> bytes:
 
 def load_frame(path: Path) -> pd.DataFrame:
     """A pickled pandas DataFrame, rebuilt from its blocks without pandas' unpickling code.
-
-    Taught in: not shown in a notebook (used by recagents.released.load_lastfm).
 
     Raises:
         UnsafePickleError: The pickle holds anything but a frame of numpy blocks (plain or

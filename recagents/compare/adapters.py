@@ -74,8 +74,6 @@ def run_baseline(
     the candidates with :meth:`~recagents.baselines.Baseline.score` (ties broken by a seeded
     shuffle). Wall time includes training (zero-ish when the weights come from the cache).
 
-    Taught in: notebook 06, section 2 "Every method on the same candidates".
-
     Args:
         protocol: The shared protocol.
         model: ``"Random"`` or one of :data:`recagents.baselines.MODELS`.
@@ -112,8 +110,6 @@ def agentcf_subset(protocol: Protocol, n_targets: int = 5) -> Subset:
     :func:`recagents.papers.agentcf.entry.shared_subset` on the protocol's test items, so
     each user's test item is the split's and the shared candidates apply unchanged.
 
-    Taught in: not shown in a notebook (used by tests/unit/test_crosspaper.py).
-
     Raises:
         DatasetError: A protocol user has fewer than ``n_targets + 3`` interactions, or the
             subset's test item differs from the split's.
@@ -135,8 +131,6 @@ def run_llm_ranker(
     :func:`recagents.papers.agentcf.entry.rank_zero_shot` on the protocol's candidates: each
     user's last ``history_len`` titles and the candidates in display order; an unusable
     reply is ``failed`` in :attr:`MethodRun.status` and its user ranked at random.
-
-    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         protocol: The shared protocol.
@@ -167,8 +161,6 @@ def run_agentcf(
     each user's window, then every variant ranks; each variant's run carries the shared
     training calls and time plus its own ranking. ``train_steps`` trains only the first
     steps (``None``: all, as the paper; ``0``: none, a cheap smoke setting, not AgentCF).
-
-    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         protocol: The shared protocol.
@@ -210,8 +202,6 @@ def run_afl(
     run (limit 1 = the single agent), framed by :func:`afl_frame` (the proposal first, then
     the tool model's order). A failed proposal is ``failed`` in the status and counted.
 
-    Taught in: notebook 06, section 2 "Every method on the same candidates".
-
     Args:
         protocol: The shared protocol (``1 + n_negatives`` must equal ``n_candidates``).
         tool: The trained sequential tool model.
@@ -249,8 +239,6 @@ def run_interecagent(
     exact; popularity bias of the top-k beyond the target not meaningful for this method).
     A failed plan or a direct answer is ``failed``; a target left out is placed at random.
     :func:`position_sensitivity` cannot re-present the candidates to this adapter.
-
-    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         protocol: The shared protocol.

@@ -36,8 +36,6 @@ def gini(counts: Sequence[float] | np.ndarray) -> float:
 
     With ``x`` sorted ascending over ``n`` items,
     ``G = sum_i (2i - n - 1) x_i / (n sum_i x_i)`` (``i = 1..n``); 0 for no exposure.
-
-    Taught in: not shown in a notebook (used by recagents.compare.bias._exposure).
     """
     x = np.sort(np.asarray(counts, dtype=float))
     n = len(x)
@@ -70,8 +68,6 @@ def popularity_bias(
     - ``gini``: :func:`gini` of how often each catalogue item appears in the top-``k`` lists.
 
     A ``Ground truth`` row gives the same numbers for the targets (one item per user).
-
-    Taught in: notebook 06, section 4 "Popularity bias".
 
     Args:
         frames: Method -> ``[user_id, item_id, score, rank]``.
@@ -116,8 +112,6 @@ def reorder_candidates(
 ) -> pd.DataFrame:
     """The same candidates with display positions given, reversed or shuffled per user.
 
-    Taught in: not shown in a notebook (used by recagents.compare.bias.position_sensitivity).
-
     Returns:
         ``candidates`` with new ``position`` values, sorted by user then position.
     """
@@ -160,8 +154,6 @@ def position_sensitivity(
     ranking is compared per user with the ranking under ``"given"``: Kendall's tau of the
     ranks (1: the same ranking), overlap@k (share of the top-k in common) and whether the
     top-1 item changed. An order-invariant ranker scores 1, 1, 0.
-
-    Taught in: notebook 06, section 5 "Position sensitivity".
 
     Args:
         rank_fn: The ranker.
@@ -230,8 +222,6 @@ def shared_rankers(
     given, everyone else's as saved. A method that learns from its users, as AgentCF trains
     its agents, then learns exactly what it learnt in the main run (its cached replies), and
     only the probed users' rankings are new; the frames returned keep the probed users only.
-
-    Taught in: notebook 06, section 5 "Position sensitivity".
 
     Args:
         run_methods: An adapter bound to its settings, e.g.

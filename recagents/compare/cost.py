@@ -46,8 +46,6 @@ def cost_per_user(
     those tokens at ``price_model``'s listed rate in :data:`recagents.llm.cache.PRICES`
     (an editable estimate). A method with no calls (a classic baseline) costs 0.
 
-    Taught in: notebook 06, section 6 "Cost".
-
     Args:
         calls_by_method: Method -> its calls frame (:meth:`RunLog.calls_frame`).
         n_users: Users each method ranked (one number for all, or per method).
@@ -101,8 +99,6 @@ def cost_scaling(
     :func:`shared_protocol` with ``n_negatives = n_candidates - 1`` and calls the adapters)
     and returns one :class:`MethodRun` per method; :func:`cost_per_user` costs each size.
 
-    Taught in: notebook 06, section 6 "Cost".
-
     Args:
         measure: Runs every method at one size.
         sizes: ``(n_users, n_candidates)`` pairs, e.g. 2-3 of them.
@@ -149,8 +145,6 @@ def scaling_runner(
     the calls are the run's own and replay from the cache; any other size draws a fresh
     :func:`shared_protocol`. Each method must rank a user the same way whoever else is
     ranked (true of the one-call-per-user rankers the cost figure measures).
-
-    Taught in: notebook 06, section 6 "Cost".
 
     Args:
         dataset: The dataset.
@@ -203,8 +197,6 @@ def scaling_figure(
 
     Time is the endpoint time recorded with each reply (``endpoint_s``), which a warm
     rerun replays from the cache, not the wall time of the rerun (``wall_s``).
-
-    Taught in: notebook 06, section 6 "Cost".
 
     Args:
         frame: :func:`cost_scaling` output.

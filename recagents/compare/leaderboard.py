@@ -34,8 +34,6 @@ def leaderboard(
     :func:`recagents.metrics.summarize_methods` and the paired differences (method -
     reference, users resampled jointly) from :func:`recagents.metrics.compare_to_reference`.
 
-    Taught in: notebook 06, section 3 "The leaderboard".
-
     Args:
         frames: Method -> ``[user_id, item_id, score, rank]``.
         truth: ``[user_id, item_id]`` of the held-out items.

@@ -55,8 +55,6 @@ STATUSES = ("ok", "complete", "repaired", "failed")
 class Protocol:
     """The one evaluation protocol every method ranks.
 
-    Taught in: not shown in a notebook (used by recagents.compare.protocol.shared_protocol).
-
     Attributes:
         dataset: The full dataset (titles, genres, user features).
         split: Chronological leave-one-out split of every user.
@@ -113,8 +111,6 @@ def shared_protocol(
     ``cache_dir``, keyed by the split's fingerprint, size and seed), so InteRecAgent's
     one-turn evaluation, which draws them the same way, ranks the very same lists.
 
-    Taught in: notebook 06, section 1 "One protocol for every method".
-
     Args:
         dataset: The dataset.
         seed: Seeds the user sample and the candidates.
@@ -140,8 +136,6 @@ def shared_protocol(
 @dataclass
 class MethodRun:
     """One method's ranking of the protocol's candidates, and what it cost.
-
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_afl and 4 more).
 
     Attributes:
         method: The method's name on the leaderboard.
@@ -174,8 +168,6 @@ class MethodRun:
 def status_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
     """Users per reply status and method: how many replies were unusable, beside the note.
 
-    Taught in: notebook 06, section 2 "Every method on the same candidates".
-
     Returns:
         ``[method, ok, complete, repaired, failed, failed_share, note]``.
     """
@@ -190,8 +182,6 @@ def status_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
 
 def check_frame(frame: pd.DataFrame, candidates: pd.DataFrame) -> None:
     """Raise unless ``frame`` ranks exactly the candidates, 1..n per user with no ties.
-
-    Taught in: notebook 06, section 2 "Every method on the same candidates".
 
     Raises:
         ValueError: An extra or a missing (user, item) pair, or ranks that are not 1..n.

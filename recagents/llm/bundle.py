@@ -172,10 +172,7 @@ class BundleError(ValueError):
 
 
 class ReplayMissError(RuntimeError):
-    """Replay-only mode met a request whose reply the bundle does not hold.
-
-    Taught in: not shown in a notebook (raised by recagents.llm.client.LLMClient.map).
-    """
+    """Replay-only mode met a request whose reply the bundle does not hold."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -186,8 +183,6 @@ def endpoint_host(url: str | None) -> str:
 
     User names, passwords, paths and query strings are dropped: some providers put keys in
     them. ``None`` (the embedded server) gives ``"local"``.
-
-    Taught in: not shown in a notebook (used by recagents.llm.bundle.export_bundle).
 
     Args:
         url: The endpoint URL, or ``None``.
@@ -437,8 +432,6 @@ def export_bundle(
     Which replies: every one in ``cache`` (a run done into its own ``RECAGENTS_CACHE_DIR``),
     or only ``keys`` and the keys listed in ``keylogs`` (files written under
     ``RECAGENTS_KEYLOG`` while the run went, for one notebook of a shared cache).
-
-    Taught in: not shown in a notebook (used by ``python -m recagents.llm bundle export``).
 
     Args:
         out_path: The bundle file to write (replaced atomically).
@@ -711,8 +704,6 @@ def read_bundle(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     :data:`MAX_BUNDLE_BYTES` and :data:`MAX_ENTRIES`, and checks each entry against
     the entry rules before it is trusted (see :func:`_entry_problem`).
 
-    Taught in: not shown in a notebook (used by ``python -m recagents.llm bundle verify``).
-
     Args:
         path: The bundle file.
 
@@ -741,8 +732,6 @@ def import_bundle(path: str | Path, cache: ResponseCache | str | Path) -> int:
 
     Nothing is written unless every check passes; replies the cache holds already are kept.
 
-    Taught in: not shown in a notebook (used by ``python -m recagents.llm bundle import``).
-
     Args:
         path: The bundle file.
         cache: A :class:`ResponseCache`, its file, or a cache directory (created if needed).
@@ -764,10 +753,7 @@ def import_bundle(path: str | Path, cache: ResponseCache | str | Path) -> int:
 
 
 def describe_bundle(manifest: Mapping[str, Any]) -> str:
-    """A few lines that say what a bundle holds, for ``bundle show`` and ``check``.
-
-    Taught in: not shown in a notebook (used by ``python -m recagents.llm bundle show``).
-    """
+    """A few lines that say what a bundle holds, for ``bundle show`` and ``check``."""
     sampling = "; ".join(
         f"{json.dumps(s['sampling'], sort_keys=True)} x{s['requests']}"
         for s in manifest.get("sampling", [])
@@ -795,8 +781,6 @@ def describe_bundle(manifest: Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class Replay:
     """A bundle being replayed: which file, and what its manifest says.
-
-    Taught in: not shown in a notebook (used by recagents.llm.client.LLMClient).
 
     Attributes:
         path: The bundle file.
@@ -845,8 +829,6 @@ class Replay:
 
 def start_replay(path: str | Path, cache: ResponseCache | None) -> Replay:
     """Verify a bundle and import it into ``cache`` (once per process), for replay-only mode.
-
-    Taught in: not shown in a notebook (used by recagents.llm.client.LLMClient).
 
     Args:
         path: The bundle file (the value of ``RECAGENTS_REPLAY``).

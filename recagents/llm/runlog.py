@@ -45,9 +45,6 @@ class RunLog:
     choice, and every memory before and after each reflection); ``problems`` counts the
     replies a paper could not use, by what was wrong (e.g. ``page_unusable``: Agent4Rec's
     invalid-output rate), beyond the failures the client itself records per call.
-
-    Taught in: notebook 02, section 0 "Setup"; notebook 03, section 0 "Setup";
-        notebook 04, section 0 "Setup"; notebook 05, section 0 "Setup".
     """
 
     calls: list[dict[str, Any]] = field(default_factory=list)
@@ -102,8 +99,6 @@ def ask(
 ) -> list[ChatResult]:
     """Run one batch of requests concurrently and account for it in ``log``.
 
-    Taught in: not shown in a notebook (used by recagents.llm.runlog.ask_each and 3 more).
-
     Args:
         client: The LLM client.
         log: Where the calls are recorded.
@@ -142,9 +137,6 @@ def ask_each(
     schema and one token limit for all (or one per request, e.g. for lists of different
     lengths), the agent's id as the request's tag.
 
-    Taught in: not shown in a notebook (used by recagents.llm.runlog.RunContext.ask and 2
-        more).
-
     Returns:
         One result per request, in order (empty when there is nothing to ask).
     """
@@ -173,9 +165,6 @@ class RunContext:
     One small value instead of the same three arguments on every call: a step asks through
     :meth:`ask`, which accounts the batch in ``log`` under ``phase``; :meth:`at` derives the
     context of another phase (the log stays shared, so one run keeps one log).
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.train and
-        every paper's step functions).
 
     Attributes:
         client: The LLM client.
@@ -228,9 +217,6 @@ def cost_table(calls: pd.DataFrame, price_model: str = "gpt-3.5-turbo") -> pd.Da
     Token counts and endpoint seconds are those stored with each reply in the cache, so a
     warm rerun reports what the cold run spent. The price is what the same tokens would
     cost at ``price_model``'s listed per-token rate (the paper used gpt-3.5-turbo).
-
-    Taught in: notebook 01, section 8 "Cost"; notebook 02, section 11 "Cost";
-        notebook 03, section 8 "Cost"; notebook 04, section 6 "Cost"; notebook 05, section 7 "Cost".
     """
     if calls.empty:
         return pd.DataFrame()

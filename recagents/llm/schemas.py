@@ -93,9 +93,6 @@ def parse_json_bounded(
     through the decoder's hooks: longer than ``max_number_chars``, ``NaN``, ``Infinity`` or
     overflowing to infinity (``1e400``) are refused.
 
-    Taught in: not shown in a notebook (used by recagents.llm.wire.parse_json_reply for
-        every structured reply, recagents.papers.interecagent.plans and .toolbox).
-
     Args:
         text: The JSON text.
         max_depth: Deepest nesting of arrays and objects.
@@ -151,9 +148,6 @@ def validate_json(instance: Any, schema: dict[str, Any]) -> None:
     The same validator class, meta-schema check and error (the best match) as
     ``jsonschema.validate``; only the repeated work on the schema is saved.
 
-    Taught in: not shown in a notebook (used by recagents.llm.client and
-        recagents.llm.scripted for every structured reply).
-
     Raises:
         jsonschema.ValidationError: ``instance`` does not match.
         jsonschema.SchemaError: ``schema`` is not a valid JSON Schema.
@@ -166,8 +160,6 @@ def validate_json(instance: Any, schema: dict[str, Any]) -> None:
 
 def verdict_schema(reason_key: str, reason_chars: int, verdict_key: str) -> dict[str, Any]:
     """A JSON object of a reason (at most ``reason_chars`` characters), then ``yes`` or ``no``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.afl.prompts.decision_schema).
 
     Args:
         reason_key: The name of the free-text reason.
@@ -193,9 +185,6 @@ def verdict_schema(reason_key: str, reason_chars: int, verdict_key: str) -> dict
 
 def list_schema(key: str, items: dict[str, Any], n: int) -> dict[str, Any]:
     """A JSON object holding exactly ``n`` entries, each matching ``items``, under ``key``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.prompts.page_schema
-        and recagents.papers.agent4rec.prompts.taste_schema).
 
     Raises:
         ValueError: ``n`` is negative.

@@ -33,9 +33,6 @@ PASS = object()
 class ScriptedClient:
     """Answers chat requests with ``policy(request)``; unanswered ones go to ``fallback``.
 
-    Taught in: notebook 02, section 10b "Demonstration (scripted agent)"; notebook 03, section 3b
-        "Demonstration (scripted user agent)".
-
     Args:
         policy: Returns the reply for one request: a JSON-able object when the request has a
             schema, a string otherwise, or :data:`PASS` to hand the request to ``fallback``.
@@ -81,10 +78,7 @@ class ScriptedClient:
         order: str | None = None,
         raise_unreachable: bool = True,
     ) -> list[ChatResult]:
-        """Answer each request in order; the same signature as :meth:`LLMClient.map`.
-
-        Taught in: not shown in a notebook (used by the papers' loops through ``client.map``).
-        """
+        """Answer each request in order; the same signature as :meth:`LLMClient.map`."""
         results: list[ChatResult | None] = []
         passed: list[int] = []
         for index, request in enumerate(requests):

@@ -86,8 +86,6 @@ def env_secrets_in(text: str, environ: dict[str, str] | None = None) -> list[str
 
     Cheap enough for every request the reply cache hashes (a few microseconds per variable).
 
-    Taught in: not shown in a notebook (used by recagents.llm.cache and find_secrets).
-
     Args:
         text: The text to search.
         environ: The environment to read (default: ``os.environ``).
@@ -111,8 +109,6 @@ def is_credential_name(name: str) -> bool:
 
     Case, ``-``, ``_`` and other separators are ignored; token *counts* (``max_tokens``,
     ``prompt_tokens``) are not credentials.
-
-    Taught in: not shown in a notebook (used by recagents.llm.cache and find_secrets).
     """
     return bool(_CREDENTIAL_NAME.search(_NOT_ALNUM.sub("", name.lower())))
 
@@ -220,8 +216,6 @@ def _shaped_like_keys(text: str) -> list[str]:
 
 def find_secrets(text: str, environ: dict[str, str] | None = None) -> list[str]:
     """Describe every credential found in ``text``; an empty list means none was found.
-
-    Taught in: not shown in a notebook (used by recagents.llm.bundle.export_bundle).
 
     Args:
         text: Any text; JSON text also has its object keys checked.

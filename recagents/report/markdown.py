@@ -279,8 +279,6 @@ def build_reproduction(
 ) -> str:
     """The text of REPRODUCTION.md for the executed notebooks in ``build_dir``.
 
-    Taught in: not shown in a notebook (used by recagents.report.write_reproduction).
-
     Args:
         build_dir: Folder of the executed notebooks.
         profile_label: The profile the folder was built with (``"default"``, ``"smoke"``);

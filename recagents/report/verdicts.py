@@ -163,8 +163,6 @@ def difference_half_width(a: Estimate, b: Estimate) -> float | None:
 
     ``sqrt(h_A^2 + h_B^2)``: the standard errors of independent means add in quadrature.
     ``None`` unless both intervals were recorded.
-
-    Taught in: not shown in a notebook (used by recagents.report.verdicts.judge_greater).
     """
     if a.half_width is None or b.half_width is None:
         return None
@@ -228,10 +226,7 @@ def judge_greater(
 def judge_above(
     ours: Estimate, threshold: float, label: str = "ours", effect: float | None = None
 ) -> Verdict:
-    """Ours above a fixed threshold: as :func:`judge_greater` against a constant.
-
-    Taught in: not shown in a notebook (used by recagents.report.evaluate_claim).
-    """
+    """Ours above a fixed threshold: as :func:`judge_greater` against a constant."""
     return judge_greater(ours, Estimate(threshold, threshold, threshold), label, "", effect)
 
 
@@ -283,8 +278,6 @@ def judge_sample_size(judged: Verdict, n: int | None, min_n: int | None) -> Verd
 
     Applies to a decided verdict (reproduced, direction only, not reproduced); an unknown
     ``n`` or no ``min_n`` leaves it as it is.
-
-    Taught in: not shown in a notebook (used by recagents.report.evaluate_claim).
     """
     decided = judged.verdict in (REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED)
     if not decided or n is None or min_n is None or n >= min_n:

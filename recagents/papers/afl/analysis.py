@@ -38,8 +38,6 @@ __all__ = [
 def chosen_items(samples: Sequence[Sample], methods: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """What each method chose per sample, with the display position, beside the truth.
 
-    Taught in: notebook 03, section 5 "Popularity and position bias".
-
     Args:
         samples: The recommendation samples.
         methods: Method name → ``[user_id, item_id]`` of its choice (``None`` = nothing).
@@ -63,8 +61,6 @@ def chosen_items(samples: Sequence[Sample], methods: dict[str, pd.DataFrame]) ->
 
 def bias_measures(chosen: pd.DataFrame, popularity: pd.Series, n_items: int) -> pd.DataFrame:
     """Add each chosen item's training popularity and its popularity percentile.
-
-    Taught in: notebook 03, section 5 "Popularity and position bias".
 
     Args:
         chosen: From :func:`chosen_items`.
@@ -94,8 +90,6 @@ def bias_tests(
     Measures: mean popularity percentile of the chosen item, mean display position, and the
     share of choices at position 1. "Amplifies" means the 95% interval of the difference
     lies entirely on the biased side (more popular; earlier positions).
-
-    Taught in: notebook 03, section 5 "Popularity and position bias".
 
     Returns:
         ``[measure, loop, single, diff, low, high, p_value, amplifies]``.
@@ -130,8 +124,6 @@ def bias_figure(measures: pd.DataFrame, n_candidates: int, title: str = "") -> A
 
     The percentile axis is the full 0-100; if every chosen item has the same percentile the
     panel says so.
-
-    Taught in: notebook 03, section 5 "Popularity and position bias".
     """
     import matplotlib.pyplot as plt
 
@@ -180,8 +172,6 @@ def rounds_curve_figure(
     ``reference`` lines are our own baselines (e.g. the tool model alone); ``paper`` lines
     (label -> HR@1, e.g. the paper's AFL and single-agent rows) are drawn in the paper's
     style on the same axis.
-
-    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
 
     Args:
         curve: ``[limit, mean, low, high]``.
@@ -246,10 +236,7 @@ def _without_candidates(prompt: str) -> str:
 
 
 def dialogue_trace(rounds: pd.DataFrame, user: str, titles: dict[str, str], width: int = 96) -> str:
-    """One dialogue round by round: the prompts (when kept), proposals, verdicts, reasons.
-
-    Taught in: notebook 03, section 7 "One dialogue, for teaching".
-    """
+    """One dialogue round by round: the prompts (when kept), proposals, verdicts, reasons."""
     rows = rounds[rounds[USER] == user].sort_values(ROUND)
     if rows.empty:
         raise KeyError(f"no dialogue for user {user!r}")

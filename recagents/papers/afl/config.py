@@ -28,8 +28,6 @@ AGENT = "agent"
 class AFLConfig:
     """Every setting of an AFL run; the defaults are the paper's.
 
-    Taught in: notebook 03, section 0 "Setup".
-
     Attributes:
         domain: The item noun used in prompts (the paper's LastFM prompts say "music artist").
         n_candidates: Candidates per sample, the target included (paper: 20).
@@ -113,8 +111,5 @@ class AFLConfig:
 
 
 def ratio_name(ratio: tuple[int, int]) -> str:
-    """``(1, 3)`` → ``"1:3"``.
-
-    Taught in: notebook 03, section 0 "Setup".
-    """
+    """``(1, 3)`` → ``"1:3"``."""
     return f"{ratio[0]}:{ratio[1]}"

@@ -77,8 +77,6 @@ def run(
     ``config.max_rounds`` answers every smaller limit (:func:`hits_by_round`). All seeded by
     ``config.seed``.
 
-    Taught in: not shown in a notebook (used by tests/unit/test_entry_points.py).
-
     Args:
         dataset: The dataset.
         config: The paper's settings (default: the paper's).
@@ -139,9 +137,6 @@ def afl_frame(rounds: pd.DataFrame, scored: pd.DataFrame, limit: int) -> pd.Data
     ties by display position). A dialogue without a usable proposal is ranked by the tool
     model alone.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.entry.rank and
-        recagents.compare.adapters.run_afl).
-
     Args:
         rounds: :func:`feedback_loop` output.
         scored: ``[user_id, item_id, position, score]`` (:func:`tool_scores`).
@@ -193,8 +188,6 @@ def rank(
     :func:`feedback_loop` run (limit 1 = the single agent, whose calls are its round-1
     proposals only). The frame is :func:`afl_frame`. A failed proposal is ``failed`` in the
     status (ranked by the tool model) and counted.
-
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_afl).
 
     Args:
         dataset: The full dataset (titles).

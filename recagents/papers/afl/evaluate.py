@@ -34,8 +34,6 @@ def predictions(rounds: pd.DataFrame, limit: int) -> pd.DataFrame:
     A limit-*L* loop is the same dialogue stopped after round *L*, so one run at the largest
     limit answers every smaller one. A dialogue with no usable proposal predicts nothing.
 
-    Taught in: notebook 03, section 5 "Popularity and position bias".
-
     Returns:
         ``[user_id, item_id, position, hit]`` (``item_id`` ``None`` and ``hit`` 0 when none).
     """
@@ -52,10 +50,7 @@ def predictions(rounds: pd.DataFrame, limit: int) -> pd.DataFrame:
 
 
 def hits_by_round(rounds: pd.DataFrame, max_rounds: int) -> pd.DataFrame:
-    """HR@1 hits per user for every round limit 1..``max_rounds``: ``[user_id, limit, hit]``.
-
-    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
-    """
+    """HR@1 hits per user for every round limit 1..``max_rounds``: ``[user_id, limit, hit]``."""
     parts = [
         predictions(rounds, limit).assign(limit=limit)[[USER, "limit", "hit"]]
         for limit in range(1, max_rounds + 1)
@@ -66,10 +61,7 @@ def hits_by_round(rounds: pd.DataFrame, max_rounds: int) -> pd.DataFrame:
 def hit_rate_table(
     hits: dict[str, Sequence[float]], n_boot: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> pd.DataFrame:
-    """HR@1 with a bootstrap interval per method: ``[method, metric, mean, low, high, n]``.
-
-    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
-    """
+    """HR@1 with a bootstrap interval per method: ``[method, metric, mean, low, high, n]``."""
     rows = []
     for method, values in hits.items():
         values = np.asarray(values, dtype=float)
@@ -82,10 +74,7 @@ def hit_rate_table(
 
 
 def stop_counts(rounds: pd.DataFrame) -> pd.Series:
-    """How the dialogues ended (accepted, at the limit, or on an unusable reply).
-
-    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
-    """
+    """How the dialogues ended (accepted, at the limit, or on an unusable reply)."""
     ended = rounds["stop"].dropna()
     return ended.value_counts().reindex(list(STOPS), fill_value=0)
 
@@ -101,8 +90,6 @@ def simulation_metrics(
     Micro-averaged over all judgements of a ratio. Unusable replies are left out and
     counted in ``unanswered``; with ``failures_as_wrong`` they count as the wrong label
     instead (the paper's code, after its retries).
-
-    Taught in: notebook 03, section 6 "User simulation (Table 5)".
 
     Returns:
         ``[agent, ratio, metric, mean, low, high, n, unanswered]``.
@@ -134,8 +121,6 @@ def always_yes_metrics(judgements: pd.DataFrame, n_boot: int = 1000, seed: int =
     Recall is 1 and precision the share of positives (0.5, 0.25, 0.1 at 1:1, 1:3, 1:9), so
     F1 is 0.67, 0.4, 0.18 without any judgement; an agent near these numbers says yes to
     nearly everything. Same columns as :func:`simulation_metrics`, agent ``Always yes``.
-
-    Taught in: notebook 03, section 6 "User simulation (Table 5)".
     """
     one_agent = judgements[judgements[AGENT] == judgements[AGENT].iloc[0]]
     return simulation_metrics(
@@ -149,8 +134,6 @@ def relative_gain(better: Sequence[float], base: Sequence[float]) -> float:
     The paper's headline numbers are such averages (+11.52%, +21.12%); how it averages is
     not stated, so this is the plain mean of the per-pair relative gains, leaving out pairs
     whose base is 0 (``nan`` when none is left).
-
-    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
     """
     a, b = np.asarray(better, dtype=float), np.asarray(base, dtype=float)
     if a.shape != b.shape:

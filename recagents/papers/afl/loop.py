@@ -90,8 +90,6 @@ def propose(
     its dialogue (``rounds``, as :func:`_memories` remembers them); the requests run as one
     batch, accounted in ``ctx`` as kind ``rec``.
 
-    Taught in: notebook 03, section 2c "One round by hand" (composed by feedback_loop).
-
     Returns:
         One new row per sample, in order (not yet added to ``rounds``); a reply that names
         no candidate leaves ``item_id`` and ``position`` empty and ``rec_ok`` false. For
@@ -135,8 +133,6 @@ def awaiting_verdict(
 
     A failed proposal ends its dialogue (``rec_failed``, the previous proposal stays the
     prediction); with a limit of 1 (the single recommendation agent) every proposal is final.
-
-    Taught in: notebook 03, section 2c "One round by hand" (composed by feedback_loop).
     """
     waiting = []
     for sample, row in zip(samples, rows, strict=True):
@@ -165,8 +161,6 @@ def user_verdicts(
     hint or score and the earlier rounds (``rounds`` already holds this round's row, last);
     the requests run as one batch, accounted in ``ctx`` as kind ``user``. The verdict is
     written into each proposal's row: the memory both agents read in the next round.
-
-    Taught in: notebook 03, section 2c "One round by hand" (composed by feedback_loop).
 
     Returns:
         The samples whose dialogue goes on (rejected before the round limit).
@@ -226,8 +220,6 @@ def feedback_loop(
     agent accepts, at the round limit, or when a reply is unusable after the client's bounded
     re-asks (counted, never retried forever); a failed recommendation keeps the previous
     round's proposal as the prediction.
-
-    Taught in: notebook 03, section 3 "The loop (Table 4, and the round-limit curve)".
 
     Args:
         samples: The tasks.

@@ -35,8 +35,6 @@ __all__ = [
 class RoundMemory:
     """One earlier round as the agents remember it.
 
-    Taught in: notebook 03, section 7 "One dialogue, for teaching".
-
     Attributes:
         round: 1-based round number.
         item: The recommended item's text.
@@ -81,8 +79,6 @@ def recommend_messages(
     round: the item, the agent's own reason and, with ``feedback_text``, the user's reason.
     What is stable for a sample (role, history, candidates) comes first, for the local
     server's prompt cache.
-
-    Taught in: notebook 03, section 7 "One dialogue, for teaching".
     """
     d = config.domain
     pick = "the number of one candidate" if not config.faithful_parsing else "the exact title"
@@ -121,10 +117,7 @@ def recommend_messages(
 
 
 def recommend_schema(n_candidates: int, config: AFLConfig) -> dict[str, Any]:
-    """The recommendation agent's reply: a reason, then a candidate number (or a title).
-
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.propose).
-    """
+    """The recommendation agent's reply: a reason, then a candidate number (or a title)."""
     reason = {"type": "string", "maxLength": config.reason_chars}
     choice: dict[str, Any] = (
         {"type": "string", "maxLength": 200}
@@ -151,8 +144,6 @@ def parse_recommendation(
     Default: ``choice`` must be an integer from 1 to ``len(candidates)``. With ``faithful``
     (the paper's parser): ``item`` must equal a candidate's text, ignoring case and runs of
     spaces; a decorated title (bold, quotes) is a miss, as in the paper's code.
-
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.propose).
     """
     if not isinstance(data, dict):
         return None, None
@@ -191,8 +182,6 @@ def user_loop_messages(
     With ``user_signal="hint"`` (the code) the agent is told the tool's pick and sees its
     focus list; with ``"score"`` (the paper's f_u) it sees the tool's raw score of the
     recommended item. With ``user_memory_in_loop`` it also sees the earlier rounds.
-
-    Taught in: notebook 03, section 2c "One round by hand" (used by user_verdicts).
     """
     d = config.domain
     system = (
@@ -242,9 +231,6 @@ def judge_messages(
     model" with the paper's caveats). The AFL user agent (``dialogue`` given: step 1's
     candidates and rounds) also sees its earlier conversation with the recommendation agent.
     The judged item and its score come last, so one user's judgements share a prompt prefix.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.afl.user_simulation.judge_items).
     """
     d = config.domain
     system = (
@@ -276,20 +262,12 @@ def judge_messages(
 
 
 def decision_schema(config: AFLConfig) -> dict[str, Any]:
-    """The user agent's reply: a reason, then yes or no.
-
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.user_verdicts and
-        recagents.papers.afl.user_simulation.judge_items).
-    """
+    """The user agent's reply: a reason, then yes or no."""
     return verdict_schema("reason", config.reason_chars, "decision")
 
 
 def parse_decision(data: Any) -> tuple[bool | None, str | None]:
-    """``(accepted, reason)``; ``accepted`` is ``None`` unless the decision is yes or no.
-
-    Taught in: not shown in a notebook (used by recagents.papers.afl.loop.user_verdicts and
-        recagents.papers.afl.user_simulation.judge_items).
-    """
+    """``(accepted, reason)``; ``accepted`` is ``None`` unless the decision is yes or no."""
     if not isinstance(data, dict):
         return None, None
     reason = data.get("reason")

@@ -27,8 +27,6 @@ __all__ = ["Sample", "make_samples", "recent_histories", "released_samples", "to
 class Sample:
     """One recommendation task: a user, the history, the candidates and the tool's view.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.samples.make_samples).
-
     Attributes:
         user: The user id.
         history: The most recent items, oldest first.
@@ -51,10 +49,7 @@ class Sample:
 def recent_histories(
     interactions: pd.DataFrame, users: Sequence[str], length: int
 ) -> dict[str, tuple[str, ...]]:
-    """Each user's last ``length`` items in time order (ties in file order), oldest first.
-
-    Taught in: notebook 03, section 1 "The data and the candidates".
-    """
+    """Each user's last ``length`` items in time order (ties in file order), oldest first."""
     wanted = set(users)
     ordered = chronological_order(interactions[interactions[USER].isin(wanted)])
     recent = ordered.groupby(USER, sort=False).tail(length)
@@ -69,8 +64,6 @@ def tool_scores(
     model: Any, candidates: pd.DataFrame, histories: dict[str, tuple[str, ...]]
 ) -> pd.DataFrame:
     """The tool model's raw score of every candidate after the user's history.
-
-    Taught in: notebook 03, section 2 "The tool: SASRec".
 
     Args:
         model: A trained sequential :class:`recagents.baselines.Baseline` (SASRec), always
@@ -99,8 +92,6 @@ def make_samples(
 
     Every user needs exactly one positive. Ties in the tool's score go to the earlier
     display position, so the prior and focus list are deterministic.
-
-    Taught in: notebook 03, section 2 "The tool: SASRec".
     """
     samples = []
     for user, rows in scored.groupby(USER, sort=True):
@@ -135,8 +126,6 @@ def released_samples(
     ranking or scores, and the released pipeline shows the agents only that pick: so
     ``prior`` is the candidate named as the pick, ``focus`` is that one item and ``scores``
     is empty (run with ``user_signal="hint"``). A pick that names no candidate is an error.
-
-    Taught in: notebook 03, section 2b "The paper's own setting: LastFM (released)".
 
     Args:
         samples: ``recagents.released.load_lastfm``'s samples (``history`` oldest first).

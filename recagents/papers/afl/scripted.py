@@ -49,10 +49,7 @@ _AFTER = ". Its reason:"
 
 
 def item_genres(items: pd.DataFrame | None) -> dict[str, tuple[str, ...]]:
-    """Item id → its genres (categories), from a dataset's items frame; empty without any.
-
-    Taught in: notebook 03, section 3b "Demonstration (scripted user agent)".
-    """
+    """Item id → its genres (categories), from a dataset's items frame; empty without any."""
     if items is None or GENRES not in items.columns:
         return {}
     return {
@@ -67,8 +64,6 @@ def proposed_item(request: ChatRequest, sample: Sample, titles: Mapping[str, str
     The longest candidate text that follows "Now the agent recommends: " wins, so a title
     that is a prefix of another cannot be mistaken for it. Two candidates with the same text
     cannot be told apart (the user agent sees the same words); the target is preferred then.
-
-    Taught in: not shown in a notebook (used by scripted_user_policy).
     """
     text = request.messages[-1]["content"] if request.messages else ""
     start = text.rfind(_PROPOSAL)
@@ -100,8 +95,6 @@ def genre_reason(
 
     Deterministic: names the history's three most frequent genres with their counts and
     which of them the item shares (or that it shares none, or that it has no genres).
-
-    Taught in: notebook 03, section 3b "Demonstration (scripted user agent)".
     """
     top = _top_genres(history, genres)[:3]
     counts = Counter(g for h in history for g in genres.get(h, ()))
@@ -133,8 +126,6 @@ def scripted_user_policy(
     everything else is :data:`~recagents.llm.scripted.PASS` (to the fallback client). With
     ``accept="target"`` it says yes to the target only; with ``"top_genre"`` also to any
     item of the history's most frequent genre. Rejections carry :func:`genre_reason`.
-
-    Taught in: notebook 03, section 3b "Demonstration (scripted user agent)".
     """
     if accept not in ACCEPT_RULES:
         raise ValueError(f"accept must be one of {ACCEPT_RULES}, got {accept!r}")
@@ -173,8 +164,6 @@ def scripted_user_client(
 
     Named ``scripted:afl-user-<accept>+<fallback model>`` so no table or log can take its
     results for an LLM's.
-
-    Taught in: notebook 03, section 3b "Demonstration (scripted user agent)".
     """
     policy = scripted_user_policy(samples, titles, genres, config, accept)
     rest = getattr(fallback, "model", "fallback")
@@ -186,8 +175,6 @@ def scripted_demo_text(rounds: pd.DataFrame, hits: pd.DataFrame, model: str) -> 
 
     Says how far the dialogues went, whether the recommendation agent re-proposed items
     the user had already rejected, and HR@1 at round limit 1 against the last limit.
-
-    Taught in: notebook 03, section 3b "Demonstration (scripted user agent)".
 
     Args:
         rounds: :func:`~recagents.papers.afl.loop.feedback_loop`'s frame of the demonstration.

@@ -41,8 +41,6 @@ def seeded_samples(
     The same steps as notebook 03's sections 1 and 2 (candidates drawn for every test user,
     every user scored, then the seed's users kept), so the notebook's own ``SEED`` gives the
     very samples (and prompts, hence cached replies) of its main run.
-
-    Taught in: notebook 03, section 3c "Several seeds: does a gain survive?".
     """
     candidates = data.candidate_sets(split, config.n_candidates - 1, seed=seed, phase="test")
     every_user = sorted(split.test[USER])
@@ -75,8 +73,6 @@ def paired_summary(
 
     Pooling treats every (seed, sample) pair as one unit; the same user drawn by two seeds
     counts twice (with other candidates, so it is another task).
-
-    Taught in: not shown in a notebook (used by paired_over_seeds).
 
     Args:
         per_sample: ``[seed, user_id, single, afl]`` (hits, 0 or 1, or any paired values).
@@ -128,8 +124,6 @@ def paired_over_seeds(
     The single agent is the same dialogue stopped after round 1 (as in notebook 03's Table
     4), so one :func:`~recagents.papers.afl.loop.feedback_loop` per seed answers both; its
     calls are accounted in ``log`` under phase ``afl seed <seed>``.
-
-    Taught in: notebook 03, section 3c "Several seeds: does a gain survive?".
     """
     limit = config.max_rounds if max_rounds is None else max_rounds
     parts = []
@@ -160,8 +154,6 @@ def seeds_text(
 
     Every statement is computed from ``summary``; the paper's difference is compared only
     when given (the caller passes it only when it ran on the paper's dataset).
-
-    Taught in: notebook 03, section 3c "Several seeds: does a gain survive?".
     """
     diff, low, high, n = summary["diff"], summary["low"], summary["high"], int(summary["n"])
     mde = summary["mde"]

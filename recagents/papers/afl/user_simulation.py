@@ -46,8 +46,6 @@ def user_sim_split(dataset: Dataset | pd.DataFrame, window: int = 10) -> tuple[S
     tool model trained on this split never sees the held-out window (whose items become the
     positives of the simulation sets).
 
-    Taught in: notebook 03, section 6 "User simulation (Table 5)".
-
     Returns:
         ``(split of init, window)``; ``window`` is ``[user_id, item_id]`` in time order.
         Users with fewer than ``window + 3`` interactions are left out.
@@ -75,8 +73,6 @@ def _draw(rng: np.random.Generator, pool: np.ndarray, excluded: set[str], n: int
 class UserSimSets:
     """The user-simulation protocol's data.
 
-    Taught in: not shown in a notebook (used by recagents.papers.afl.user_simulation.user_sim_sets).
-
     Attributes:
         step1: Per user, the loop sample whose dialogue the AFL user agent remembers
             (history = init[:-1], target = init[-1], candidates outside the user's list).
@@ -100,8 +96,6 @@ def user_sim_sets(
     never interacted with (window included). Step 2, per ratio: the window's first *p*
     items as positives and random items outside the user's list and outside step 1's
     candidates as negatives (afresh per ratio, or nested with ``config.nest_negatives``).
-
-    Taught in: notebook 03, section 6 "User simulation (Table 5)".
 
     Args:
         split: From :func:`user_sim_split`.
@@ -155,10 +149,7 @@ def user_sim_sets(
 
 
 def step1_candidates(sets_without_scores: UserSimSets) -> pd.DataFrame:
-    """Step 1's candidates as ``[user_id, item_id]``, to be scored by the tool model.
-
-    Taught in: notebook 03, section 6 "User simulation (Table 5)".
-    """
+    """Step 1's candidates as ``[user_id, item_id]``, to be scored by the tool model."""
     rows = [(s.user, item) for s in sets_without_scores.step1 for item in s.candidates]
     return pd.DataFrame(rows, columns=[USER, ITEM])
 
@@ -167,11 +158,7 @@ def step1_candidates(sets_without_scores: UserSimSets) -> pd.DataFrame:
 
 
 def dialogue_memory(rounds: pd.DataFrame, titles: dict[str, str]) -> dict[str, list[RoundMemory]]:
-    """Each user's finished rounds of a dialogue, as the AFL user agent remembers them.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.afl.user_simulation.simulate_users).
-    """
+    """Each user's finished rounds of a dialogue, as the AFL user agent remembers them."""
     memory: dict[str, list[RoundMemory]] = {}
     for user, group in rounds.groupby(USER, sort=False):
         memory[str(user)] = _memories(group.to_dict("records"), titles)
@@ -182,8 +169,6 @@ def judge_history(sample: Sample, config: AFLConfig) -> tuple[str, ...]:
     """The history both simulated users judge with: init's last items, step 1's target too.
 
     The step 1 dialogue happened before the held-out window, so init ends with its target.
-
-    Taught in: notebook 03, section 6 "User simulation (Table 5)".
     """
     return (*sample.history, sample.target)[-config.history_length :]
 
@@ -204,8 +189,6 @@ def simulate_users(
     1's candidates and dialogue. Each distinct (user, item) prompt is asked once, even when
     the item is in several ratios' sets. An unusable reply is ``predicted = None`` (counted,
     see :func:`simulation_metrics`).
-
-    Taught in: notebook 03, section 6 "User simulation (Table 5)".
 
     Args:
         sets: From :func:`user_sim_sets`.
@@ -265,9 +248,6 @@ def judge_items(
     ``User Agent`` sees the history, the item and the tool's score; ``AFL`` also sees step
     1's candidates and its dialogue (``memory``, from :func:`dialogue_memory`). The requests
     run as one batch, accounted in ``ctx`` with the agent as the call kind.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.afl.user_simulation.simulate_users).
 
     Returns:
         ``distinct`` (``[user_id, item_id, score]``) with ``agent``, ``predicted`` (``None``

@@ -41,8 +41,6 @@ def random_split(
     ratings are split at random (not by time) into train, valid and test; valid and test
     keep only items that occur in train, so every recommender can score them.
 
-    Taught in: notebook 02, section 1 "The data, the traits and the agents".
-
     Raises:
         DatasetError: Too few eligible users, or no rating column.
     """
@@ -82,8 +80,6 @@ def item_lines(dataset: Dataset, split: Split, describe: str = "genres") -> dict
     The paper shows title, year, the item's mean rating ("history rating") and a one-sentence
     LLM-written summary that is not released; MovieLens has no summary, so ``describe``
     picks ``"genres"`` (default, a documented deviation) or ``"none"``.
-
-    Taught in: notebook 02, section 1 "The data, the traits and the agents".
     """
     if describe not in ("genres", "none"):
         raise ValueError(f"describe must be 'genres' or 'none', got {describe!r}")
@@ -114,8 +110,6 @@ def item_lines(dataset: Dataset, split: Split, describe: str = "genres") -> dict
 class Agent:
     """One generative agent: who it is, and what it remembers.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.agents.build_agents).
-
     Attributes:
         user_id: The real user it is built from.
         traits: ``{"activity": 1-3, "conformity": 1-3, "diversity": 1-3}``.
@@ -141,8 +135,6 @@ def build_agents(
 
     The persona comes from at most ``persona_items`` of the user's training ratings (a
     seeded draw). A failed persona call leaves a neutral one, and is counted in ``log``.
-
-    Taught in: notebook 02, section 1 "The data, the traits and the agents".
     """
     config = config or Agent4RecConfig()
     ctx = RunContext(client or get_client(), log if log is not None else RunLog(), "persona")

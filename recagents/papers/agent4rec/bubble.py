@@ -41,8 +41,6 @@ def genre_concentration(recommended: pd.DataFrame, item_genres: pd.Series) -> pd
 
     A bubble shows as a rising ``top_share`` and a falling ``n_genres``.
 
-    Taught in: notebook 02, section 7 "The filter bubble".
-
     Returns:
         ``[recommender,] round, n_items, n_genres, top_genre, top_share, items_with_top``.
     """
@@ -81,8 +79,6 @@ def bubble_figure(table: pd.DataFrame, n_genres_total: int | None = None) -> Fig
     genre count from 0 (to ``n_genres_total``, the catalogue's genres, when given), so a
     wobble of a point is not zoomed to fill the panel; a panel whose values are all equal
     says so.
-
-    Taught in: notebook 02, section 7 "The filter bubble".
     """
     import matplotlib.pyplot as plt
     import seaborn as sns

@@ -48,8 +48,6 @@ def item_causal_table(
 
     Only items shown at least ``min_exposures`` times are kept.
 
-    Taught in: notebook 02, section 8 "Causal discovery".
-
     Returns:
         ``item_id, quality, popularity, exposure, views, rating``, sorted by ``item_id``.
     """
@@ -96,8 +94,6 @@ def causal_discovery(
     ``pk`` (causal-learn's convention: ``pk[j, i] = 0`` means no directed path from
     ``x_i`` to ``x_j``) forbids every path from a later variable of the order to an earlier
     one; all other entries are ``-1`` (unknown). ``prior_order=None`` runs without prior.
-
-    Taught in: notebook 02, section 8 "Causal discovery".
 
     Args:
         table: Output of :func:`item_causal_table` (or any numeric frame).
@@ -192,8 +188,6 @@ def causal_figure(
     Edges with ``|weight| <= threshold`` are omitted; positive weights are blue, negative
     red, and the line width grows with ``|weight|``. A graph with no edge left says so on
     the figure. Matplotlib only (no graphviz).
-
-    Taught in: notebook 02, section 8 "Causal discovery".
     """
     import matplotlib.pyplot as plt
 

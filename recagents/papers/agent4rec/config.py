@@ -26,8 +26,6 @@ TRAIT_CUTS: dict[str, tuple[float, float]] = {
 class Agent4RecConfig:
     """Settings of a simulation; the defaults are the paper's (the released runs').
 
-    Taught in: notebook 02, section 0 "Setup".
-
     Attributes:
         items_per_page: Items on one page (4).
         max_pages: Most pages an agent sees (5).

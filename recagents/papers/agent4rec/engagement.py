@@ -55,8 +55,6 @@ def engagement(
     Sessions without exposures get NaN rates; exposures without a session get NaN
     ``exit_page``/``satisfaction``.
 
-    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
-
     Returns:
         ``recommender, user_id, p_view, n_like, p_like, exit_page, satisfaction``.
 
@@ -127,8 +125,6 @@ def engagement_summary(
     Uses :func:`recagents.metrics.bootstrap_ci` over agents (NaN values dropped per metric,
     the same seed for every cell). A metric with no values gets NaN and ``n = 0``.
 
-    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
-
     Args:
         per_user: Output of :func:`engagement`.
         n_boot: Bootstrap resamples.
@@ -163,8 +159,6 @@ def satisfaction_by(
 
     An outside critique of Agent4Rec found that the activity trait alone inflates the
     reported satisfaction, so satisfaction should be read per activity level.
-
-    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
 
     Args:
         per_user: Output of :func:`engagement`.
@@ -227,8 +221,6 @@ def rating_distribution(
     Agent ratings are the non-missing ``rating`` values of watched exposures. Ratings are
     rounded to the nearest star before counting.
 
-    Taught in: notebook 02, section 4 "The agents' ratings against the real ones".
-
     Returns:
         Long frame ``source`` (``"agents"``/``"real"``), ``rating`` (1-5), ``count``,
         ``share`` (of that source's ratings).
@@ -260,8 +252,6 @@ def rating_figure(
     ``recorded`` (star -> share, 0-1, of a recorded capable-model run, e.g. the official
     run's in ``paper_numbers.table("A4R-F-rating")``) is marked across each star's bars, on
     the same axis.
-
-    Taught in: notebook 02, section 4 "The agents' ratings against the real ones".
     """
     import matplotlib.pyplot as plt
     import seaborn as sns

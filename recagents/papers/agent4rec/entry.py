@@ -59,8 +59,6 @@ def run(
     browses its list page by page (:func:`simulate`); view, like, exit page and satisfaction
     per agent (:func:`engagement`) summarised per recommender (:func:`engagement_summary`).
 
-    Taught in: not shown in a notebook (used by tests/unit/test_entry_points.py).
-
     Args:
         dataset: The dataset (with ratings).
         config: The paper's settings (default: the paper's).

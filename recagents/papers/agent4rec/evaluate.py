@@ -52,8 +52,6 @@ def taste_probe_sets(
     the user never rated (as the official code draws them: 10+10, 6+12, 5+15, 2+18), among
     the split's training items. ``users`` restricts the probe to some users (default: all).
 
-    Taught in: notebook 02, section 2 "Taste discrimination (Table 1)".
-
     Returns:
         ``[user_id, item_id, label, position]`` with a seeded shuffled order.
     """
@@ -89,8 +87,6 @@ def taste_probe(
     phase: str = "taste",
 ) -> pd.DataFrame:
     """Ask each agent, from its persona alone, which of its probe items it would watch.
-
-    Taught in: notebook 02, section 2 "Taste discrimination (Table 1)".
 
     Returns:
         ``probe`` with a ``predicted`` column (1 watch, 0 not, NA when the reply failed).
@@ -134,10 +130,6 @@ def exposure_mask(split: Split) -> pd.DataFrame:
     """What a recommender must not show: each user's train and test items.
 
     Valid items stay eligible: they are the ground truth the paper's simulation uses.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agent4rec.evaluate.random_ranking and
-        recagents.papers.agent4rec.evaluate.rank_for_agents).
     """
     return pd.concat([split.train, split.test])[[USER, ITEM]].drop_duplicates()
 
@@ -153,10 +145,6 @@ def random_ranking(
 
     Eligible: the training catalogue minus the user's rows of ``exclude`` (default
     :func:`exposure_mask`, what the simulation must not show: train and test items).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agent4rec.evaluate.offline_accuracy and
-        recagents.papers.agent4rec.evaluate.rank_for_agents).
     """
     rng = np.random.default_rng(seed)
     catalogue = np.array(sorted(set(split.train[ITEM])))
@@ -187,8 +175,6 @@ def rank_for_agents(
     on ``split`` with early stopping on *valid* (the official code selects the checkpoint on
     the test split; that quirk is not reproduced).
 
-    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
-
     Returns:
         ``(ranked, model)``; ``model`` is ``None`` for Random.
     """
@@ -210,8 +196,6 @@ def feedback_interactions(
     ``viewed``: items the agents watched (what the released run fed back); ``unviewed``:
     items shown but not watched; ``random``: as many shown items as were viewed, drawn at
     random. Returns ``[user_id, item_id]``.
-
-    Taught in: notebook 02, section 6 "Page-by-page enhancement (Table 3)".
     """
     if kind == "viewed":
         chosen = exposures[exposures["watched"]]
@@ -226,10 +210,7 @@ def feedback_interactions(
 
 
 def with_feedback(split: Split, feedback: pd.DataFrame, label: str) -> Split:
-    """``split`` with ``feedback`` appended to train (valid and test unchanged).
-
-    Taught in: notebook 02, section 6 "Page-by-page enhancement (Table 3)".
-    """
+    """``split`` with ``feedback`` appended to train (valid and test unchanged)."""
     added = feedback.assign(**{c: np.nan for c in split.train.columns if c not in feedback})
     train = pd.concat([split.train, added[split.train.columns]], ignore_index=True)
     train = train.drop_duplicates([USER, ITEM], keep="first").reset_index(drop=True)
@@ -247,8 +228,6 @@ def offline_accuracy(
     """Recall@k and NDCG@k of a recommender on the test split (the paper's offline check).
 
     Each user's list excludes their train and valid items; ``model=None`` is Random.
-
-    Taught in: notebook 02, section 6 "Page-by-page enhancement (Table 3)".
 
     Returns:
         ``[metric, mean, low, high, n]`` with 95% bootstrap intervals over users.
@@ -281,8 +260,6 @@ def feedback_rounds(
     train: Any = None,
 ) -> pd.DataFrame:
     """The filter-bubble loop: add what the agents viewed, retrain, recommend, simulate again.
-
-    Taught in: notebook 02, section 7 "The filter bubble".
 
     Args:
         name: The recommender (one of :data:`RECOMMENDERS`).

@@ -63,8 +63,6 @@ def _recall(agent: Agent, query: str, k: int, embed: Any) -> list[str]:
 class Visit:
     """One recommender's visit in progress: what every step reads, and what it recorded.
 
-    Taught in: notebook 02, section 1b "One page by hand".
-
     Attributes:
         agents: The agents (their memories grow during the visit).
         pages: Each visiting agent's list, cut into pages of item ids.
@@ -110,8 +108,6 @@ def start_visit(
 
     Pages are slices of one static ranking (as in the paper): the first ``list_length``
     items, ``items_per_page`` a page.
-
-    Taught in: notebook 02, section 1b "One page by hand".
     """
     per_page = config.items_per_page
     pages: dict[str, list[list[str]]] = {}
@@ -131,8 +127,6 @@ def show_page(ctx: RunContext, visit: Visit, users: list[str], page: int) -> Non
     ``page``). Every item becomes an exposure row; the page and what was watched (with its
     rating) become the agent's memories. An unusable reply counts as "watched nothing" and
     is counted as ``page_unusable``.
-
-    Taught in: notebook 02, section 1b "One page by hand".
     """
     config = visit.config
     shown = [[visit.lines[i] for i in visit.pages[u][page - 1]] for u in users]
@@ -190,8 +184,6 @@ def decide_exit(ctx: RunContext, visit: Visit, users: list[str], page: int) -> l
     An unusable reply counts as leaving (``exit_unusable``); the last page of a list, or of
     the visit, is always left. The decision ends the agent's latest memory.
 
-    Taught in: notebook 02, section 1b "One page by hand".
-
     Returns:
         The agents that turn the page, in order.
     """
@@ -231,8 +223,6 @@ def reflect(ctx: RunContext, visit: Visit, users: list[str], page: int) -> None:
 
     One request per agent (kind ``reflection``); the sentence is a new memory, and an
     unusable reply is counted as ``reflection_unusable``.
-
-    Taught in: notebook 02, section 1b "One page by hand".
     """
     config = visit.config
     messages = [reflection_messages(visit.agents[u], config.domain) for u in users]
@@ -253,8 +243,6 @@ def interview(ctx: RunContext, visit: Visit) -> None:
 
     One request per agent (kind ``interview``), from its whole memory; a score outside
     1-10 is missing and counted as ``interview_unusable``. Adds one session row per agent.
-
-    Taught in: notebook 02, section 1b "One page by hand".
     """
     config = visit.config
     users = sorted(visit.exit_page)
@@ -280,10 +268,7 @@ def interview(ctx: RunContext, visit: Visit) -> None:
 
 
 def visit_frames(visit: Visit) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The visit's ``(exposures, sessions)`` in the format of :mod:`~.analysis`.
-
-    Taught in: notebook 02, section 1b "One page by hand".
-    """
+    """The visit's ``(exposures, sessions)`` in the format of :mod:`~.analysis`."""
     exposure_frame = pd.DataFrame(visit.exposures)
     if len(exposure_frame):
         exposure_frame["aligned"] = exposure_frame["aligned"].astype("boolean")
@@ -311,8 +296,6 @@ def simulate(
     nothing" and is counted; an unusable exit reply counts as leaving. Each step's calls are
     accounted under the step's name as phase (``page``, ``exit``, ``reflection``,
     ``interview``).
-
-    Taught in: notebook 02, section 3 "Comparing five recommenders (Table 2)".
 
     Args:
         agents: The agents (their memories are reset for this visit).

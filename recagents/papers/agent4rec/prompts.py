@@ -78,8 +78,6 @@ TRAITS_SCHEMA: dict[str, Any] = {
 def load_trait_sentences(path: Path | Traversable | None = None) -> dict[str, dict[int, str]]:
     """Trait -> level -> sentence from ``path``, levels as ints, in file order.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.prompts).
-
     Args:
         path: The file (default: the packaged ``agent4rec_traits.json``).
 
@@ -100,10 +98,7 @@ Read from ``recagents/resources/agent4rec_traits.json`` when this module is impo
 
 
 def persona_schema() -> dict[str, Any]:
-    """The persona reply: up to four tastes with reasons, and the rating tendencies.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.agents.build_agents).
-    """
+    """The persona reply: up to four tastes with reasons, and the rating tendencies."""
     text = {"type": "string", "maxLength": 150}
     return {
         "type": "object",
@@ -126,10 +121,7 @@ def persona_schema() -> dict[str, Any]:
 
 
 def persona_messages(rated: Sequence[tuple[str, float]], domain: str = "movie") -> list:
-    """Ask for a taste persona from ``(item line, rating)`` pairs, grouped by star value.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.agents.build_agents).
-    """
+    """Ask for a taste persona from ``(item line, rating)`` pairs, grouped by star value."""
     groups: dict[int, list[str]] = {}
     for line, rating in rated:
         groups.setdefault(int(round(rating)), []).append(line)
@@ -155,10 +147,7 @@ def persona_messages(rated: Sequence[tuple[str, float]], domain: str = "movie") 
 
 
 def persona_text(data: Any) -> str | None:
-    """The persona as the simulator uses it (tastes and what is rated highly), or ``None``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.agents.build_agents).
-    """
+    """The persona as the simulator uses it (tastes and what is rated highly), or ``None``."""
     if not isinstance(data, dict) or not isinstance(data.get("tastes"), list):
         return None
     tastes = []
@@ -191,10 +180,7 @@ def _memories(recalled: Sequence[str]) -> str:
 
 
 def page_schema(n: int) -> dict[str, Any]:
-    """A page reaction: one judgement per shown item, in page order.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.show_page).
-    """
+    """A page reaction: one judgement per shown item, in page order."""
     judgement = {
         "type": "object",
         "properties": {
@@ -216,10 +202,7 @@ def page_messages(
     sentences: dict[str, dict[int, str]],
     domain: str = "movie",
 ) -> list:
-    """The page reaction: judge each item, pick what to watch, rate it with a feeling.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.show_page).
-    """
+    """The page reaction: judge each item, pick what to watch, rate it with a feeling."""
     listed = "\n".join(f"{k}. {line}" for k, line in enumerate(shown, start=1))
     user = (
         f"Page {page} of your recommendations:\n{listed}\n"
@@ -239,8 +222,6 @@ def parse_page(data: Any, n: int) -> list[dict[str, Any]] | None:
     """Per shown item: aligned, watched, rating (None unless watched) and feeling.
 
     Returns ``None`` when the reply does not judge exactly ``n`` items.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.show_page).
     """
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         return None
@@ -265,10 +246,7 @@ def parse_page(data: Any, n: int) -> list[dict[str, Any]] | None:
 
 
 def exit_schema() -> dict[str, Any]:
-    """The exit decision: how the agent feels, and whether it leaves.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.decide_exit).
-    """
+    """The exit decision: how the agent feels, and whether it leaves."""
     return {
         "type": "object",
         "properties": {
@@ -290,10 +268,7 @@ def exit_messages(
     sentences: dict[str, dict[int, str]],
     domain: str = "movie",
 ) -> list:
-    """Leave or turn the page: the activity habit, fatigue by page, and recent memories.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.decide_exit).
-    """
+    """Leave or turn the page: the activity habit, fatigue by page, and recent memories."""
     fatigue = _FATIGUE.get(page, " You are very tired.")
     system = (
         f"You play a user of a {domain} recommendation website. "
@@ -308,10 +283,7 @@ def exit_messages(
 
 
 def interview_schema() -> dict[str, Any]:
-    """The satisfaction interview: 1-10 and why.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.interview).
-    """
+    """The satisfaction interview: 1-10 and why."""
     return {
         "type": "object",
         "properties": {
@@ -325,10 +297,7 @@ def interview_schema() -> dict[str, Any]:
 def interview_messages(
     agent: Agent, sentences: dict[str, dict[int, str]], domain: str = "movie"
 ) -> list:
-    """After leaving: rate the recommender 1-10 from the whole memory of the visit.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.interview).
-    """
+    """After leaving: rate the recommender 1-10 from the whole memory of the visit."""
     system = _role(agent, sentences, domain) + _memories(agent.memory)
     user = (
         "You have left the website. How satisfied are you with its recommendations, from 1 "
@@ -338,10 +307,7 @@ def interview_messages(
 
 
 def reflection_messages(agent: Agent, domain: str = "movie") -> list:
-    """Condense the visit so far into one sentence on how satisfied the agent is, and why.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.loop.reflect).
-    """
+    """Condense the visit so far into one sentence on how satisfied the agent is, and why."""
     listed = "\n".join(f"- {m}" for m in agent.memory[-4:])
     return [
         {"role": "system", "content": f"You play a user of a {domain} recommendation website."},
@@ -363,18 +329,12 @@ _SENTENCE_SCHEMA = {
 
 
 def taste_schema(n: int) -> dict[str, Any]:
-    """The taste probe: watch yes/no for each of ``n`` numbered items, in order.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.evaluate.taste_probe).
-    """
+    """The taste probe: watch yes/no for each of ``n`` numbered items, in order."""
     return list_schema("watch", {"type": "boolean"}, n)
 
 
 def taste_messages(agent: Agent, shown: Sequence[str], domain: str = "movie") -> list:
-    """The taste probe: from its persona alone, would the agent watch each numbered item?
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.evaluate.taste_probe).
-    """
+    """The taste probe: from its persona alone, would the agent watch each numbered item?"""
     listed = "\n".join(f"{k}. {line}" for k, line in enumerate(shown, start=1))
     system = f"You are a {domain} viewer.\n{agent.persona}"
     user = (

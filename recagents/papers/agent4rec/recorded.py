@@ -63,8 +63,6 @@ def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
     global (``os.system``, ``builtins.eval``, ...) or an allocation the file's size cannot
     account for raises, so a tampered file can neither run code nor exhaust memory.
 
-    Taught in: not shown in a notebook (used by tests/unit/test_agent4rec_analysis.py).
-
     Args:
         path: A ``behavior/<agent>.pkl`` file of the official repository.
         plain: Turn numpy scalars and arrays into Python ints/floats and lists.
@@ -102,8 +100,6 @@ def parse_satisfaction(interview: Any) -> float:
     Accepts ``[rating, reason]`` (a list or tuple) or one string such as
     ``" 3; REASON: ..."``. The first number before any ``;`` or ``REASON`` is taken;
     anything else, or a number outside 1-10, gives NaN.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agent4rec.recorded._official_logs).
     """
     if isinstance(interview, list | tuple):
         if not interview:
@@ -127,9 +123,6 @@ def parse_satisfaction(interview: Any) -> float:
 @dataclass(frozen=True)
 class OfficialRun:
     """The authors' recorded Agent4Rec run, converted to the shared log format.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agent4rec.recorded.load_official_run).
 
     Attributes:
         exposures: One row per item shown (see the module docstring).
@@ -163,8 +156,6 @@ def official_run_dir(recorded: str | Path | None = "auto") -> Path | None:
     For example ``export RECAGENTS_AGENT4REC_RECORDED=/data/agent4rec_official`` before
     starting Jupyter or pytest makes notebook 02 (``RECORDED_RUN = "auto"``) and the
     recorded-run tests use that folder.
-
-    Taught in: notebook 02, section 9 "The official recorded run (no LLM needed)".
     """
     if recorded is None:
         return None
@@ -194,11 +185,7 @@ _OFFICIAL_FILES = (
 
 
 class RecordedRunError(ValueError):
-    """A recorded-run file that cannot be read: the message names the file, line and field.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agent4rec.recorded.read_run_records).
-    """
+    """A recorded-run file that cannot be read: the message names the file, line and field."""
 
 
 #: The longest line :func:`read_run_records` reads (the authors' longest is under 10 KB).
@@ -283,10 +270,6 @@ def read_run_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     ``rating`` (finite numbers) and ``feeling`` (strings) lists as long as ``rating_id``,
     ``page`` an int. Absent or ``null`` optional lists are yielded as ``[]``.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agent4rec.recorded._official_logs and
-        recagents.papers.agent4rec.replay.read_recorded_visits).
-
     Raises:
         RecordedRunError: The first line that breaks a rule, naming the file, the line and
             the field (e.g. ``pages[2].recommended_id``) and what is wrong with it.
@@ -353,8 +336,6 @@ def read_release_csv(
 
     Why: pandas' own errors name neither the file nor the row, and a non-numeric rating
     would otherwise surface as a bare ``ValueError`` far from the file that holds it.
-
-    Taught in: not shown in a notebook (used by load_official_run and replay_official).
 
     Args:
         path: The file.
@@ -482,8 +463,6 @@ def load_official_run(folder: str | Path | None = None) -> OfficialRun:
     Ids become strings. ``aligned``, ``watched`` and ``rating`` come from ``align_id``,
     ``watch_id`` and ``rating_id``/``rating``; ``exit_page`` is the number of pages and
     ``exited`` is ``exit_page < 5`` (an agent that saw all 5 pages ran out of pages).
-
-    Taught in: notebook 02, section 9 "The official recorded run (no LLM needed)".
 
     Args:
         folder: The data folder; ``None`` asks :func:`official_run_dir` (the folder in

@@ -76,8 +76,6 @@ _REASON_MAX = 400  # our interview schema's cap on a reason (prompts.interview_s
 class RecordedVisit:
     """One recorded agent's visit, as the authors' code stored it.
 
-    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
-
     Attributes:
         user: The agent's id.
         pages: The stored per-page records (``recommended_id``, ``align_id``, ``watch_id``,
@@ -108,8 +106,6 @@ def read_recorded_visits(
     folder: str | Path | None = None, n_agents: int | None = None
 ) -> dict[str, RecordedVisit]:
     """The recorded visits of ``run_lightgcn_1000.jsonl``, the first ``n_agents`` by id.
-
-    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
 
     Raises:
         FileNotFoundError: No folder is given or set, or it lacks the run file.
@@ -158,8 +154,6 @@ def recorded_client(visits: dict[str, RecordedVisit], max_pages: int = 5) -> Scr
       0, out of schema, so the loop counts it unusable, as it would a model's).
 
     Any other request (reflections, personas) is refused: the records hold no reply for it.
-
-    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
     """
     seen: dict[tuple[str, str], int] = defaultdict(int)
 
@@ -236,8 +230,6 @@ def official_metrics(
     run's own ``metrics.txt`` is reproduced only by the items it *watched*
     (``likes="watched"``, the default): it was written by an earlier version of the code.
 
-    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
-
     Args:
         exposures: One row per shown item (``aligned``, ``watched``, ``page``).
         sessions: One row per agent (``exit_page``).
@@ -286,8 +278,6 @@ def official_metrics(
 def read_metrics_txt(path: str | Path) -> dict[str, float]:
     """The behaviour totals of a released ``metrics.txt`` (see :data:`METRICS_TXT_KEYS`).
 
-    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
-
     Raises:
         ValueError: A total is missing or not a number (the message names it).
     """
@@ -308,8 +298,6 @@ def read_metrics_txt(path: str | Path) -> dict[str, float]:
 @dataclass(frozen=True)
 class ReplayResult:
     """What replaying the recorded decisions through our loop gave back.
-
-    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
 
     Attributes:
         exposures: Our loop's exposures (one row per shown item).
@@ -417,8 +405,6 @@ def replay_official(
     ``recommended_id`` lists, in order, as one static ranking cut into pages) and answers
     through :func:`recorded_client`. The replay's exposures and sessions are compared with
     the records field by field, and :func:`official_metrics` of both with ``metrics.txt``.
-
-    Taught in: notebook 02, section 9b "Replaying the recorded decisions through our loop".
 
     Args:
         folder: The export's folder (default: ``$RECAGENTS_AGENT4REC_RECORDED``).

@@ -56,8 +56,6 @@ def request_kind(request: ChatRequest) -> str | None:
 
     Read from the schema's required properties, which every step's builder fixes, not from
     the prompt's wording (which may change).
-
-    Taught in: notebook 02, section "Demonstration (scripted agent)".
     """
     schema = request.schema or {}
     for prop in schema.get("required", ()):
@@ -70,8 +68,6 @@ def top_genres(
     train: pd.DataFrame, item_genres: pd.Series, k: int = 3, positive_above: float = 3.0
 ) -> dict[str, set[str]]:
     """Each user's ``k`` most frequent genres among the items it rated above ``positive_above``.
-
-    Taught in: notebook 02, section "Demonstration (scripted agent)".
 
     Args:
         train: ``[user_id, item_id, rating]`` training ratings.
@@ -116,8 +112,6 @@ def browsing_policy(genres: dict[str, set[str]], exit_after: int = 3) -> Any:
       many memories were retrieved into the prompt (so their use is visible).
     * **reflection**: satisfied when the recalled memories hold a liked (4+) rating.
     * **interview**: satisfaction ``1 + min(9, liked)``, the liked (4+) ratings in its memory.
-
-    Taught in: notebook 02, section "Demonstration (scripted agent)".
 
     Args:
         genres: Top genres by user id (the request's tag), e.g. from :func:`top_genres`.
@@ -178,8 +172,6 @@ def browsing_client(
 ) -> ScriptedClient:
     """A :class:`~recagents.llm.scripted.ScriptedClient` playing the browsing agent.
 
-    Taught in: notebook 02, section "Demonstration (scripted agent)".
-
     Args:
         genres: Top genres by user id (:func:`top_genres`).
         exit_after: The page on which every agent leaves.
@@ -195,8 +187,6 @@ def exit_page_figure(
     recorded_label: str = "recorded run",
 ) -> Any:
     """Share of agents by exit page, one bar group per run, the recorded run on the same axes.
-
-    Taught in: notebook 02, section "Demonstration (scripted agent)".
 
     Args:
         runs: Sessions frames (with ``exit_page``) by label; label them as what they are.

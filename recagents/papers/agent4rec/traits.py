@@ -93,8 +93,6 @@ def compute_traits(
     The official code also drops users whose top genre alone exceeds ``top_share``; here
     they get ``n_top_genres = 1``.
 
-    Taught in: notebook 02, section 1 "The data, the traits and the agents".
-
     Args:
         dataset: Interactions with ratings and items with genres.
         top_share: Cumulative genre share of the diversity statistic.
@@ -171,8 +169,6 @@ def trait_behaviour(
       (NaN when the agent rated nothing);
     * ``n_genres_watched``: distinct genres among the watched items.
 
-    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
-
     Args:
         exposures: Exposure log.
         sessions: Session log.
@@ -237,8 +233,6 @@ def trait_anova(behaviour: pd.DataFrame, min_group: int = 2) -> pd.DataFrame:
     :func:`scipy.stats.f_oneway` gives F and p; both are NaN when fewer than two levels
     remain (or when every group is constant). With a ``recommender`` column the test runs
     per recommender.
-
-    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
 
     Returns:
         ``[recommender,] trait, measure, mean_1, mean_2, mean_3, n_1, n_2, n_3, f_stat,
@@ -344,8 +338,6 @@ def trait_figure(
     so and is not zoomed; counts (pages, items, genres) get whole-number ticks. ``recorded``
     (measure -> the level 1, 2, 3 means of a recorded capable-model run, e.g. the official
     run's in ``paper_numbers.table("A4R-F-traits")``) is drawn on the same axes.
-
-    Taught in: notebook 02, section 5 "Do agents act like their traits? (trait alignment)".
     """
     import matplotlib.pyplot as plt
 

@@ -69,9 +69,6 @@ __all__ = [
 class AgentState:
     """Every agent's memory at one moment of training.
 
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_llm_ranker and
-        recagents.papers.agentcf.agents.initial_state).
-
     Attributes:
         user_memory: Short-term memory: the user's current self-description.
         user_versions: Long-term memory: the initial self-description, then one saved version
@@ -103,8 +100,6 @@ def initial_user_memory(features: dict[str, Any] | None, domain: str | None = "m
     Like the paper's branch for datasets with user features (MovieLens); a missing or
     "other" occupation becomes a domain enthusiast. Without features, one generic sentence
     for every user (as on CDs).
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.initial_state).
     """
     domain = domain_wording(domain).noun
     features = features or {}
@@ -132,8 +127,6 @@ def initial_item_memory(
     A domain with the paper's own first description (CDs: "The CD is called '...'. The
     category of this CD is: '...'.") uses it when the item has a title and a category;
     otherwise the genre sentence ("A movie of the genres ...").
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.initial_state).
     """
     words = domain_wording(domain)
     domain = words.noun
@@ -151,10 +144,7 @@ def _text(value: Any) -> bool:
 
 
 def item_titles(dataset: Dataset, move_article: bool = True) -> dict[str, str]:
-    """Readable titles by item id; an item without a title is called by its id.
-
-    Taught in: notebook 01, section 1 "The data".
-    """
+    """Readable titles by item id; an item without a title is called by its id."""
     items = dataset.items
     titles: dict[str, str] = {}
     if items is not None and TITLE in items:
@@ -171,8 +161,6 @@ def initial_state(dataset: Dataset, subset: Subset, domain: str | None = None) -
     ``domain`` names the items in the memories (``None``: ``dataset.domain``). Items outside
     the subset never train, but a candidate list drawn from the whole dataset
     (``pool="dataset"``) still shows them with their initial description.
-
-    Taught in: notebook 01, section 2 "The agents and what they are asked".
     """
     domain = domain or dataset.domain
     users = dataset.users.set_index(USER) if dataset.users is not None else None
@@ -211,12 +199,7 @@ def _item_columns(dataset: Dataset) -> tuple[dict, dict, dict]:
 
 
 def verbalised_history(titles: Sequence[str], domain: str | None = "movie") -> str:
-    """A user described by their history alone (the "without user agent" ablation).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.agentcf.evaluate.ranking_prompt and
-        recagents.papers.agentcf.agents.pair_outcomes).
-    """
+    """A user described by their history alone (the "without user agent" ablation)."""
     words = domain_wording(domain)
     domain = words.noun
     if not titles:
@@ -237,10 +220,7 @@ def _pair_texts(
 
 
 def positive_first(config: AgentCFConfig, rng: np.random.Generator) -> bool:
-    """Whether a pair shows the real item first (``pair_order``; ``random`` draws from ``rng``).
-
-    Taught in: notebook 01, section 3a "One training batch by hand".
-    """
+    """Whether a pair shows the real item first (``pair_order``; ``random`` draws from ``rng``)."""
     if config.pair_order == "neg_first":
         return False
     if config.pair_order == "pos_first":
@@ -279,8 +259,6 @@ def train(
       told the real preference only;
     - ``no_item_agent``: items keep their first description; users reflect;
     - ``no_user_agent``: the user is their verbalised history and never reflects; items do.
-
-    Taught in: notebook 01, section 3 "Training by collaborative reflection".
 
     Args:
         state: Memories to start from (not modified).
@@ -334,8 +312,6 @@ def train_batch(
     and items :func:`reflecting_pairs` selects (:func:`reflect_users`, :func:`reflect_items`).
     At the end every user of the batch saves its self-description as a long-term version.
 
-    Taught in: notebook 01, section 3a "One training batch by hand".
-
     Args:
         ctx: Client, log and phase of the calls.
         state: The memories, changed in place.
@@ -368,8 +344,6 @@ def reflecting_pairs(
     sides, right pairs on the item side only. ``no_user_agent`` drops the user side,
     ``no_item_agent`` the item side.
 
-    Taught in: notebook 01, section 3a "One training batch by hand".
-
     Returns:
         ``(user_side, item_side)``, each a sub-list of ``outcomes`` in order.
     """
@@ -384,8 +358,6 @@ def reflecting_pairs(
 
 def apply_user_reflection(state: AgentState, user: str, data: Any) -> tuple[str, str | None]:
     """Store a user reflection's new self-description; a reply without one changes nothing.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_users).
 
     Returns:
         ``(before, after)``, ``after`` being ``None`` when the reply was unusable.
@@ -404,8 +376,6 @@ def apply_item_reflection(
 
     The reply holds both rewrites; the paper stores only the positive's. An unusable reply
     changes nothing.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_items).
 
     Returns:
         One record per item: ``item_id, role, before, after, stored``.
@@ -443,8 +413,6 @@ def pair_outcomes(
 ) -> list[dict[str, Any]]:
     """What a round starts from: per pair, the two lines shown and the user as it stands.
 
-    Taught in: notebook 01, section 3a "One training batch by hand".
-
     Returns:
         One outcome per row: the row, ``first``, ``second``, ``preferred`` (1 or 2),
         ``user_text``, and ``chosen``, ``explanation``, ``correct`` still ``None``.
@@ -479,8 +447,6 @@ def forward_choices(
 
     The requests run as one batch (kind ``forward``); each choice is written into its
     outcome and logged as a ``forward`` event stamped with ``where`` (batch and round).
-
-    Taught in: notebook 01, section 3a "One training batch by hand".
 
     Returns:
         The outcomes whose reply named an option, in order (the others reflect on nothing).
@@ -545,8 +511,6 @@ def reflect_users(
     One request per outcome (kind ``user_reflection``); a usable reply replaces the user's
     memory and the outcome's ``user_text`` (which the item reflections then read); every
     memory before and after is logged as an event stamped with ``where``.
-
-    Taught in: notebook 01, section 3a "One training batch by hand".
     """
     if not outcomes:
         return
@@ -590,8 +554,6 @@ def reflect_items(
 
     One request per outcome (kind ``item_reflection``) holding both items' rewrites; what is
     stored follows :func:`apply_item_reflection`; each item's before and after is logged.
-
-    Taught in: notebook 01, section 3a "One training batch by hand".
     """
     if not outcomes:
         return

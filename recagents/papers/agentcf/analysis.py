@@ -33,8 +33,6 @@ def forward_accuracy(events: pd.DataFrame) -> pd.DataFrame:
     The learning curve of a run: round 0 of a step is asked before any reflection on that
     step's pairs, round 1 after one.
 
-    Taught in: notebook 01, section 3 "Training by collaborative reflection".
-
     Returns:
         ``[step, round, pairs, answered, accuracy]``.
     """
@@ -55,10 +53,7 @@ def _short(text: str | None, width: int) -> str:
 
 
 def user_trace(events: pd.DataFrame, user: str, titles: dict[str, str], width: int = 96) -> str:
-    """One user's training as readable text: each choice, then the memory it led to.
-
-    Taught in: notebook 01, section 4 "A trace that teaches".
-    """
+    """One user's training as readable text: each choice, then the memory it led to."""
     rows = events[events[USER] == user]
     lines = [f"User {user}"]
     for row in rows.itertuples(index=False):
@@ -82,10 +77,7 @@ def user_trace(events: pd.DataFrame, user: str, titles: dict[str, str], width: i
 
 
 def item_trace(events: pd.DataFrame, item: str, titles: dict[str, str], width: int = 96) -> str:
-    """One item's memory as readable text: every rewrite, who caused it and whether it stuck.
-
-    Taught in: notebook 01, section 4 "A trace that teaches".
-    """
+    """One item's memory as readable text: every rewrite, who caused it and whether it stuck."""
     rows = events[(events["kind"] == "item_reflection") & (events.get(ITEM) == item)]
     lines = [f"Item {item}: {titles[item]}"]
     for row in rows.itertuples(index=False):
@@ -114,8 +106,6 @@ def paper_dataset(paper_subset: str) -> str:
 
     Only the CDs subsets were released, so only they have a name we can run on; the Office
     subsets map to ``"office-dense"``/``"office-sparse"``, which no loader provides.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.analysis.paper_values).
     """
     return paper_subset.strip().lower()
 
@@ -125,8 +115,6 @@ def paper_values(reported: pd.DataFrame, dataset: str, metric: str = "ndcg@10") 
 
     A paper value is compared only with ours on the same dataset and setting: on MovieLens
     (or any data the paper did not use) this is empty, and callers say so.
-
-    Taught in: notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Returns:
         ``{(method, kind): value}`` where ``kind`` is the subset kind of our run on ``dataset``
@@ -144,8 +132,6 @@ def paper_values(reported: pd.DataFrame, dataset: str, metric: str = "ndcg@10") 
 
 def paper_side_by_side(summary: pd.DataFrame, reported: pd.DataFrame, dataset: str) -> pd.DataFrame:
     """Our NDCG@1/5/10 (mean [95% CI]) per subset beside the paper's, on the same data only.
-
-    Taught in: notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Args:
         summary: ``[subset, method, metric, mean, low, high]`` for our runs.
@@ -193,8 +179,6 @@ def learning_figure(
     The axis is fixed at 0-1 with chance at 0.5; a training curve that is the same at every
     step (e.g. 0 throughout) says so on the figure, and ``paper`` (the paper's re-test
     accuracy) is drawn on the same axis.
-
-    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
 
     Args:
         learning: :func:`forward_accuracy` rows with a ``subset`` column.

@@ -48,8 +48,6 @@ ABLATIONS = ("full", "no_autonomy", "no_item_agent", "no_user_agent")
 class AgentCFConfig:
     """Settings of one AgentCF run; the defaults are the paper's (official code's) settings.
 
-    Taught in: notebook 01, section 0 "Setup".
-
     Attributes:
         domain: The noun the prompts use for an item ("movie", "CD", "office product");
             ``None`` (the default): the dataset's (:meth:`for_dataset`), and "movie" where no
@@ -113,10 +111,7 @@ class AgentCFConfig:
             raise ValueError(f"invalid AgentCF settings: {values}")
 
     def for_dataset(self, dataset: Dataset) -> AgentCFConfig:
-        """These settings with ``domain`` taken from the dataset when none was given.
-
-        Taught in: not shown in a notebook (used by recagents.papers.agentcf.pipeline.run).
-        """
+        """These settings with ``domain`` taken from the dataset when none was given."""
         if self.domain is not None:
             return self
         return dataclasses.replace(self, domain=getattr(dataset, "domain", None) or "movie")

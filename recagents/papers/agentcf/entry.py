@@ -84,8 +84,6 @@ def run(
     collaborative reflection, one ranking per variant). Notebook 01 runs the same steps one
     by one, with more rankers and baselines beside them.
 
-    Taught in: not shown in a notebook (used by tests/unit/test_entry_points.py).
-
     Args:
         dataset: The dataset (titles, genres, user features).
         config: The paper's settings (default: the paper's).
@@ -146,9 +144,6 @@ def shared_subset(
     :func:`make_subset` over every eligible user (``sparse``, seeded), kept to the users of
     ``truth``, so each user's test item is the shared split's test item (both use
     :func:`recagents.data.chronological_order`) and shared candidates apply unchanged.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.rank and
-        recagents.compare.adapters.agentcf_subset).
 
     Args:
         dataset: The full dataset.
@@ -216,8 +211,6 @@ def rank_zero_shot(
     :func:`recagents.protocol.parse_ranking` and completed by the ``repaired`` scorer. An
     unusable reply is ``failed`` in the status and its user ranked at random.
 
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_llm_ranker).
-
     Args:
         dataset: The full dataset.
         split: The shared leave-one-out split.
@@ -266,8 +259,6 @@ def rank(
     With ``train_steps`` only the first steps are trained (a documented deviation that saves
     calls; ``None`` trains every target, as the paper). ``train_steps=0`` skips training
     (the untrained agents rank: a cheap smoke setting, not AgentCF).
-
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_agentcf).
 
     Args:
         dataset: The full dataset.

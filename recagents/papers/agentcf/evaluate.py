@@ -59,8 +59,6 @@ def pairwise_probe(
     The paper's re-test accuracy is the ``neg_first`` rows; the two orders side by side are
     the position-bias probe (an unbiased agent answers the same pair the same way).
 
-    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
-
     Returns:
         ``[user_id, step, positive, negative, order, ok, chose_first, correct]``.
     """
@@ -99,10 +97,7 @@ def pairwise_probe(
 
 
 def probe_summary(probe: pd.DataFrame) -> pd.DataFrame:
-    """Per order: pairs asked, pairs answered, accuracy and the share of first-option picks.
-
-    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
-    """
+    """Per order: pairs asked, pairs answered, accuracy and the share of first-option picks."""
     answered = probe[probe["ok"]]
     table = probe.groupby("order").agg(pairs=("ok", "size"), answered=("ok", "sum"))
     table["accuracy"] = answered.groupby("order")["correct"].mean().astype(float)
@@ -115,8 +110,6 @@ def order_consistency(probe: pd.DataFrame) -> float:
 
     An agent that reads the items, not their positions, scores 1; one that always picks
     the first option scores 0.
-
-    Taught in: notebook 01, section 7 "Behaviour: re-test accuracy and position bias".
     """
     answered = probe[probe["ok"]]
     wide = answered.pivot_table(
@@ -138,8 +131,6 @@ def retrieve_version(
     The pool is the long-term versions without the first (initial) and the last (current),
     as in the paper. When that pool is empty the official code crashes; we fall back on the
     initial description and say so (the second value is ``True`` then).
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.ranking_prompt).
     """
     pool = list(versions[1:-1])
     if not pool:
@@ -156,8 +147,6 @@ def retrieve_version(
 @dataclass
 class RankOutcome:
     """The rankings of one variant, under both scorers, and how the replies parsed.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
 
     Attributes:
         ranked: ``[user_id, item_id, score, rank]`` with the repaired scorer.
@@ -203,8 +192,6 @@ def rank_candidates(
     (the user is their verbalised history; candidates carry the item memories, the "without
     user agent" ranking). Candidates are shown in ``position`` order as
     "k. title: description".
-
-    Taught in: notebook 01, section 5 "Ranking 1 + 9 candidates".
 
     Args:
         state: Agent memories to rank with.
@@ -258,8 +245,6 @@ def ranking_prompt(
 
     ``history`` is the user's last items before the test slot (at most ``history_len``);
     the variants are those of :func:`rank_candidates`.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
 
     Returns:
         ``(messages, fallback)``: ``fallback`` is ``True`` when B+R had no past version to
@@ -323,8 +308,5 @@ def _item_text(state: AgentState, item: str) -> str:
 
 
 def labelled(ranked: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
-    """Attach the candidates' ``label`` to a ranking frame (for per-user inspection).
-
-    Taught in: not shown in a notebook (used by no caller in the repository).
-    """
+    """Attach the candidates' ``label`` to a ranking frame (for per-user inspection)."""
     return ranked.merge(candidates[[USER, ITEM, LABEL]], on=[USER, ITEM], how="left")

@@ -28,8 +28,6 @@ __all__ = ["AgentCFRun", "run"]
 class AgentCFRun:
     """Everything :func:`run` produced.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.pipeline.run).
-
     Attributes:
         initial: The untrained agents.
         trained: The agents after collaborative reflection.
@@ -58,8 +56,6 @@ def run(
 
     The notebook walks through these steps one by one; other notebooks (e.g. the
     cross-paper comparison) call this.
-
-    Taught in: not shown in a notebook (used by tests/integration/test_agentcf_embedded.py).
 
     Args:
         dataset: The dataset the subset was drawn from (titles, genres, user features).

@@ -34,8 +34,6 @@ __all__ = [
 class DomainWording:
     """How the prompts speak of one domain's items: the noun, the verb, the first description.
 
-    Taught in: notebook 01, section 2 "The agents and what they are asked".
-
     Attributes:
         noun: What an item is called ("movie", "CD"); plurals add an "s".
         verb: What a user does with one ("watch", "listen to").
@@ -63,11 +61,7 @@ DOMAIN_WORDING = {
 
 
 def domain_wording(domain: str | None) -> DomainWording:
-    """The wording for a domain noun (``None``: movies, the default domain).
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.prompts.forward_messages
-        and recagents.papers.agentcf.agents.initial_item_memory).
-    """
+    """The wording for a domain noun (``None``: movies, the default domain)."""
     domain = domain or "movie"
     return DOMAIN_WORDING.get(domain, DomainWording(domain))
 
@@ -81,11 +75,7 @@ def _words_to_chars(words: int) -> int:
 
 
 def choice_schema(explanation_chars: int = 600) -> dict[str, Any]:
-    """The forward call's reply: which of the two items (1 or 2), and why.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.pairwise_probe
-        and recagents.papers.agentcf.agents.forward_choices).
-    """
+    """The forward call's reply: which of the two items (1 or 2), and why."""
     return {
         "type": "object",
         "properties": {
@@ -97,10 +87,7 @@ def choice_schema(explanation_chars: int = 600) -> dict[str, Any]:
 
 
 def user_reflection_schema(words: int = 180) -> dict[str, Any]:
-    """The user reflection's reply: a new self-description.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_users).
-    """
+    """The user reflection's reply: a new self-description."""
     return {
         "type": "object",
         "properties": {"self_description": {"type": "string", "maxLength": _words_to_chars(words)}},
@@ -109,10 +96,7 @@ def user_reflection_schema(words: int = 180) -> dict[str, Any]:
 
 
 def item_reflection_schema(words: int = 50) -> dict[str, Any]:
-    """The item reflection's reply: new descriptions of the preferred and the other item.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_items).
-    """
+    """The item reflection's reply: new descriptions of the preferred and the other item."""
     text = {"type": "string", "maxLength": _words_to_chars(words)}
     return {
         "type": "object",
@@ -132,8 +116,6 @@ def forward_messages(
 
     Stable content (the role and the self-description) comes first so that a local server
     can reuse its cache across a user's calls; the pair comes last.
-
-    Taught in: notebook 01, section 2 "The agents and what they are asked".
     """
     words = domain_wording(domain)
     domain = words.noun
@@ -167,8 +149,6 @@ def user_reflection_messages(
     Three cases: a wrong choice (the agent learns it actually preferred the other item), a
     right one (it reinforces what worked), or, without a choice (the "without autonomous
     interaction" ablation), the real preference alone.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_users).
 
     Args:
         user_memory: The current self-description.
@@ -227,8 +207,6 @@ def item_reflection_messages(
     The descriptions should speak of the *groups of users* each item suits, sharpen the
     contrast between the two, keep what was useful and stay true to the item. The user text
     is the self-description *after* that user's own reflection, as in the paper.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.agents.reflect_items).
     """
     other = 3 - preferred
     domain = domain_wording(domain).noun
@@ -269,8 +247,6 @@ def ranking_messages(
 ) -> list:
     """The user agent's memory ranks numbered candidates (variants B, B+H and B+R).
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
-
     Args:
         user_memory: The self-description (B).
         candidates: One line of text per candidate, in display order.
@@ -297,10 +273,7 @@ def ranking_messages(
 def llmrank_messages(
     history: Sequence[str], candidates: Sequence[str], domain: str | None = "movie"
 ) -> list:
-    """A zero-shot ranker given the user's history titles (LLMRank-style, no agents).
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.rank_candidates).
-    """
+    """A zero-shot ranker given the user's history titles (LLMRank-style, no agents)."""
     domain = domain_wording(domain).noun
     system = f"You are a {domain} recommender system."
     listed = "\n".join(history) if history else "(none)"
@@ -325,11 +298,7 @@ def _rank_request(candidates: Sequence[str], domain: str) -> str:
 
 
 def parse_choice(data: Any) -> int | None:
-    """The chosen index (1 or 2) of a forward reply, or ``None`` when it has none.
-
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.evaluate.pairwise_probe
-        and recagents.papers.agentcf.agents.forward_choices).
-    """
+    """The chosen index (1 or 2) of a forward reply, or ``None`` when it has none."""
     if not isinstance(data, dict):
         return None
     choice = data.get("choice")

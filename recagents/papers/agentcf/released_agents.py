@@ -61,8 +61,6 @@ def released_subset(variant: Variant = "dense") -> tuple[Dataset, Subset]:
     Each released user has exactly 8 items, so :func:`make_subset` with every user keeps the
     release's windows; the test items are checked equal to the released test file.
 
-    Taught in: notebook 01, section 5b "Memory quality: the same ranker, three memories".
-
     Raises:
         DatasetError: The windows disagree with the released split.
     """
@@ -80,8 +78,6 @@ def restrict_subset(subset: Subset, users: Sequence[str]) -> Subset:
 
     The split's name carries a digest of the users, so saved candidate lists of different
     user sets never collide.
-
-    Taught in: notebook 01, section 5b "Memory quality: the same ranker, three memories".
 
     Raises:
         ValueError: A user not in the subset, or no users.
@@ -114,10 +110,7 @@ def released_item_ids(variant: Variant = "dense") -> list[str]:
 
 
 def fully_released_users(subset: Subset, variant: Variant = "dense") -> list[str]:
-    """Users of ``subset`` every one of whose window items has released versions.
-
-    Taught in: notebook 01, section 5b "Memory quality: the same ranker, three memories".
-    """
+    """Users of ``subset`` every one of whose window items has released versions."""
     have = set(released_item_ids(variant))
     items = subset.windows.groupby(USER)[ITEM].apply(set)
     return sorted(user for user, its in items.items() if its <= have)
@@ -155,10 +148,7 @@ class ReleasedAgents:
 def released_state(
     dataset: Dataset, subset: Subset, variant: Variant = "dense", items: bool = True
 ) -> ReleasedAgents:
-    """The authors' gpt-3.5 agents for the users (and, with ``items``, items) of ``subset``.
-
-    Taught in: notebook 01, section 5b "Memory quality: the same ranker, three memories".
-    """
+    """The authors' gpt-3.5 agents for the users (and, with ``items``, items) of ``subset``."""
     state = initial_state(dataset, subset)
     memories = released.cds_user_memories(variant).set_index(USER)["memory"]
     users_released, users_untrained = [], []
@@ -192,8 +182,6 @@ def first_description_check(untrained: AgentState, agents: ReleasedAgents) -> pd
     authors' texts keep the HTML entities of ``CDs.item`` (``&amp;``, ``&quot;``), which our
     titles unescape as the paper's loader does for display; ``equal_unescaped`` compares
     after unescaping theirs. Their texts are kept byte for byte in the state.
-
-    Taught in: notebook 01, section 5b "Memory quality: the same ranker, three memories".
 
     Returns:
         ``[item_id, ours, theirs, equal, equal_unescaped]``.
@@ -247,8 +235,6 @@ def memory_quality(
 
     ``states`` must hold :data:`UNTRAINED`; every other set is compared with it user by user
     (paired bootstrap), so the difference is the memories' effect with the ranker held fixed.
-
-    Taught in: notebook 01, section 5b "Memory quality: the same ranker, three memories".
 
     Raises:
         ValueError: ``states`` has no untrained memories.

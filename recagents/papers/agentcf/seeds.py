@@ -58,8 +58,6 @@ def variants_over_seeds(
 ) -> VariantSeedComparison:
     """Train and rank on each seed's users; pool ``better - base`` per user over the seeds.
 
-    Taught in: notebook 01, section 5c "Several seeds: does B+R beat B?".
-
     Raises:
         ValueError: No seeds, or a repeated seed (it would count the same users twice).
     """

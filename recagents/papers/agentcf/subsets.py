@@ -64,9 +64,6 @@ RELEASED_SUBSETS = pd.DataFrame(
 class Subset:
     """A sample of users, each reduced to their last ``window`` interactions.
 
-    Taught in: not shown in a notebook (used by recagents.papers.agentcf.entry.shared_subset and
-        recagents.papers.agentcf.subsets.make_subset).
-
     Attributes:
         name: ``"dense"`` or ``"sparse"``.
         windows: ``[user_id, item_id, ..., slot, role]``: ``slot`` 0..window-1 in time
@@ -118,8 +115,6 @@ def make_subset(
     - ``dense``: ``n_users`` drawn uniformly from the ``dense_pool`` share of those users
       whose windows hold the most popular items (mean interaction count of the window's
       items in the whole dataset), so that the sample's items overlap more.
-
-    Taught in: notebook 01, section 1 "The data".
 
     Args:
         dataset: The full dataset.
@@ -186,8 +181,6 @@ def subset_stats(subset: Subset, n_negatives: int = 9) -> dict[str, Any]:
     ``paper_draw_history_hits`` is the expected number of the user's own history items per
     candidate list if negatives were drawn as the official code draws them (from the whole
     pool, without filtering the history); our candidates exclude the history instead.
-
-    Taught in: notebook 01, section 1 "The data".
     """
     windows = subset.windows
     pool = windows[ITEM].nunique()
@@ -220,8 +213,6 @@ def subset_candidates(
     of users may hold too few items; ``pool="dataset"`` then draws from every item of the
     dataset, excluding everything the user ever interacted with. Either way the lists are
     seeded and saved (see :func:`recagents.data.candidate_sets`).
-
-    Taught in: notebook 01, section 1 "The data".
 
     Returns:
         ``[user_id, item_id, label, position]``.
@@ -260,8 +251,6 @@ def training_pairs(
     training items are never drawn. With ``exclude_future`` the user's valid and test items
     are excluded too (the paper's sampler may draw them).
 
-    Taught in: notebook 01, section 2 "The agents and what they are asked".
-
     Returns:
         ``[user_id, step, slot, positive, negative]``, sorted by step then user.
     """
@@ -297,8 +286,6 @@ def schedule(pairs: pd.DataFrame, batch_size: int, steps: int | None = None) -> 
 
     Each batch has at most ``batch_size`` distinct users; batches run step by step, so every
     user's first target is trained before anyone's second (the paper's schedule).
-
-    Taught in: notebook 01, section 2 "The agents and what they are asked".
 
     Returns:
         ``pairs`` restricted to the first ``steps`` steps, with a ``batch`` column, in order.

@@ -513,10 +513,6 @@ def run_turns(
     ``log`` (kinds ``profile``, ``planner``, ``react``, ``critic``, ``summariser``) and each
     session's dialogue memory gets the message and the reply.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.evaluate.one_turn_ranking and
-        recagents.papers.interecagent.conversations._agent_turns).
-
     Args:
         sessions: The sessions (each with its own bus; see :meth:`AgentSession.start`).
         user_texts: Each session's new user message.
@@ -641,9 +637,6 @@ def llm_only_turns(
     counted in :attr:`TurnResult.unmatched`. The reply is the titles as the model wrote them
     (so the paper's fuzzy rule judges the model's own words). Temperature:
     ``config.llm_only_temperature`` (the paper's 0.8).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.conversations._agent_turns).
     """
     if len(sessions) != len(user_texts):
         raise ValueError(f"{len(sessions)} sessions but {len(user_texts)} user messages")

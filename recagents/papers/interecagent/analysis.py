@@ -125,8 +125,6 @@ def session_trace(run: ConversationRun, user: str, width: int = 96, prompts: boo
     observation, the critic's verdict and advice), the reply, the recommended items and
     whether each hit rule hit. Kept prompts are shown in full the first time each role
     appears.
-
-    Taught in: notebook 04, section 3 "Conversations with a simulated user (Table 2)".
     """
     if user not in run.specs:
         raise KeyError(f"no conversation for user {user!r}")

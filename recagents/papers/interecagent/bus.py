@@ -21,10 +21,7 @@ __all__ = [
 
 
 class BusEvent(NamedTuple):
-    """One write to the bus: which tool, and how many candidates before and after.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.bus.CandidateBus.set).
-    """
+    """One write to the bus: which tool, and how many candidates before and after."""
 
     tool: str
     before: int
@@ -39,10 +36,6 @@ class CandidateBus:
     table. Whenever a tool writes more than ``cap`` ids, the first ``cap`` are kept when they
     come in a meaningful order (a query's ORDER BY, similarity), else a random ``cap``
     drawn with the bus's seeded generator (kept in their incoming order).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.session.AgentSession.start and
-        recagents.papers.interecagent.toolbox.build_context).
 
     Args:
         all_ids: Every item id, in table order.

@@ -36,10 +36,6 @@ __all__ = [
 class ItemRow:
     """One row of the item table.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.catalogue.ItemTable.from_dataset and
-        recagents.papers.interecagent.catalogue.ItemTable.from_frame).
-
     Attributes:
         id: Our item id (the ``item_id`` string of the dataset).
         title: Readable title (a trailing ", The" moved to the front), without the year.
@@ -64,9 +60,6 @@ class ItemRow:
 
 class TitleMatch(NamedTuple):
     """The item a written title was mapped to.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.catalogue.ItemTable.match_title).
 
     Attributes:
         query: The title as written.
@@ -98,11 +91,7 @@ def _norm_title(text: str) -> str:
 
 
 def split_titles(titles: str | Sequence[str]) -> list[str]:
-    """Titles from a ``;;``-separated string (or a list), stripped of quotes, empties dropped.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.catalogue.ItemTable.match_titles and 4 more).
-    """
+    """Titles from a ``;;``-separated string (or a list), stripped of quotes, empties dropped."""
     if isinstance(titles, str):
         parts = titles.split(TITLE_SEPARATOR)
     elif isinstance(titles, Sequence) and all(isinstance(t, str) for t in titles):
@@ -122,10 +111,6 @@ class ItemTable(ReadOnlyTable):
     and calling the allowed SQL functions, within SQLite's limits, a heap cap and a time
     limit; every SQL text from a planner goes through :meth:`run_select`, :meth:`select_ids`
     or :meth:`check_select`.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.make_sessions and
-        recagents.papers.interecagent.toolbox.build_context).
 
     Args:
         rows: The items, in the order the bus lists them at the start of a turn.

@@ -105,9 +105,6 @@ APOLOGY = (
 class InteRecConfig:
     """Every setting of the InteRecAgent agent; the defaults are the paper's.
 
-    Taught in: notebook 04, section 0 "Setup";
-        notebook 06, section 2 "Every method on the same candidates".
-
     Attributes:
         domain: The item noun used in prompts ("movie").
         plan_mode: ``"plan_first"`` (one LLM call writes the whole plan; the paper's agent)
@@ -212,8 +209,6 @@ METHODS = ("InteRecAgent", "LLM only", "Random", "Pop")
 @dataclass(frozen=True)
 class SimulatorConfig:
     """The user simulator and the hit rules; the defaults are the paper's.
-
-    Taught in: notebook 04, section 0 "Setup".
 
     Attributes:
         temperature: Simulator sampling temperature (paper: 0.8).

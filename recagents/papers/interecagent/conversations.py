@@ -41,9 +41,6 @@ __all__ = [
 class ConversationRun:
     """The conversations of one method.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.conversations.run_sessions).
-
     Attributes:
         method: ``"InteRecAgent"`` or ``"LLM only"``.
         sessions: One row per conversation: ``[method, user_id, target, turns, hit_id,
@@ -113,8 +110,6 @@ def run_sessions(
     :func:`llm_only_turns` call); each reply is judged by id (the target among the ids
     recommended this turn) and by the paper's fuzzy rule (``tools.fuzzy_hit`` over the
     reply); sessions close per ``sim.stop_on`` or after ``max_turns``.
-
-    Taught in: notebook 04, section 3 "Conversations with a simulated user (Table 2)".
 
     Args:
         sessions: The simulated users (:func:`make_sessions`).
@@ -283,8 +278,6 @@ def conversation_metrics(
     seed: int = 0,
 ) -> pd.DataFrame:
     """Hit@K and AT@K (a miss counts ``max_turns + 1``) by id and by the fuzzy rule.
-
-    Taught in: notebook 04, section 3 "Conversations with a simulated user (Table 2)".
 
     Args:
         frame: :attr:`ConversationRun.sessions` (one or several methods); rows with

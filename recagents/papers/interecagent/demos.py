@@ -36,8 +36,6 @@ __all__ = [
 class Demo:
     """One demonstration: a user request and the planner reply it should get.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.demos.load_demos).
-
     Attributes:
         request: What the user writes.
         reply: ``{"kind": "answer" | "plan", "answer": str, "plan": [steps]}``, exactly the
@@ -138,8 +136,6 @@ DEMOS_SCHEMA: dict[str, Any] = {
 def load_demos(path: Path | Traversable | None = None) -> tuple[Demo, ...]:
     """The demonstrations in ``path``, in file order.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.demos).
-
     Args:
         path: The file (default: the packaged ``interecagent_demos.json``).
 
@@ -165,8 +161,6 @@ def select_demos(
     demos: Sequence[Demo] = DEMOS,
 ) -> list[Demo]:
     """Pick the demonstrations shown to the planner for one request.
-
-    Taught in: not shown in a notebook (used by tests/unit/test_interecagent_agent.py).
 
     Args:
         request: The user's message.

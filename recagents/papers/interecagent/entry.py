@@ -79,8 +79,6 @@ def run(
     :class:`SimulatorConfig` with the paper's settings and ``config.seed``); Hit@5 and AT@5
     by :func:`conversation_metrics`.
 
-    Taught in: not shown in a notebook (used by tests/unit/test_entry_points.py).
-
     Args:
         dataset: The dataset.
         config: The agent's settings (default: the paper's).
@@ -148,9 +146,6 @@ def target_rank_frame(
     non-target items is *not* the method's. A user whose rank is ``None`` (nothing usable)
     gets the target at a seeded uniformly random rank, as a random placement would.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.entry.rank and
-        recagents.compare.adapters.run_interecagent).
-
     Args:
         candidates: ``[user_id, item_id, label, position]``.
         target_ranks: User -> 1-based rank of the target, or ``None``.
@@ -203,8 +198,6 @@ def rank(
     left out is placed at random (``missing="random"``, not the paper's zero). Because the
     evaluation re-reads the saved candidates in their saved order, a re-ordered candidate
     frame is not re-presented to it.
-
-    Taught in: not shown in a notebook (used by recagents.compare.adapters.run_interecagent).
 
     Args:
         dataset: The full dataset.

@@ -155,8 +155,6 @@ def one_turn_retrieval(
     Pop by training popularity). A failed simulator message counts as a miss for the LLM
     methods (its request is empty).
 
-    Taught in: notebook 04, section 4 "One-turn retrieval and ranking (Table 5)".
-
     Returns:
         ``[method, user_id, recall, hit_fuzzy, calls, plan_failures, unmatched]``.
     """
@@ -197,11 +195,7 @@ def one_turn_retrieval(
 def ranking_task_messages(
     request: str, candidate_titles: Sequence[str], domain: str = "movie"
 ) -> list[dict[str, str]]:
-    """The LLM-only ranking prompt: the user's message and numbered candidates to order.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.evaluate.one_turn_ranking).
-    """
+    """The LLM-only ranking prompt: the user's message and numbered candidates to order."""
     n = len(candidate_titles)
     numbered = "\n".join(f"{k}. {t}" for k, t in enumerate(candidate_titles, 1))
     system = (
@@ -267,8 +261,6 @@ def one_turn_ranking(
     the candidate numbers; duplicates and strangers dropped and counted). NDCG is
     ``1/log2(rank+1)``; a target left out scores 0 (the paper's rule, ``missing="zero"``) or
     is placed at random after the ranked ones (``"random"``).
-
-    Taught in: notebook 04, section 4 "One-turn retrieval and ranking (Table 5)".
 
     Returns:
         ``[method, user_id, rank, ndcg, status, duplicates, out_of_range, n_missing, calls]``.
@@ -432,8 +424,6 @@ def one_turn_metrics(
     frame: pd.DataFrame, value: str, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
     """Mean of ``value`` (``recall`` or ``ndcg``) per method with a bootstrap interval.
-
-    Taught in: notebook 04, section 4 "One-turn retrieval and ranking (Table 5)".
 
     Returns:
         ``[method, metric, mean, low, high, n]``.

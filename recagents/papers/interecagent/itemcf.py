@@ -27,9 +27,6 @@ class ItemCF:
     interacted with item ``i`` (repeats of a pair count once). The diagonal is zero, so an
     item is not similar to itself. Stored as a sparse matrix over ``item_ids``.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.toolbox.build_context).
-
     Args:
         similarity: Square sparse matrix aligned with ``item_ids``.
         item_ids: Item ids of the rows and columns.

@@ -48,10 +48,7 @@ __all__ = [
 
 
 class PlanError(ValueError):
-    """A plan that cannot be executed; ``problems`` lists every reason, one line each.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.parse_plan).
-    """
+    """A plan that cannot be executed; ``problems`` lists every reason, one line each."""
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
@@ -106,11 +103,7 @@ PLAN_OBJECT_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One step of a plan: a tool and the input the planner wrote for it.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.execute_plan
-        and 2 more).
-    """
+    """One step of a plan: a tool and the input the planner wrote for it."""
 
     tool_name: str
     input: Any
@@ -161,8 +154,6 @@ def _structure(plan: Any) -> tuple[list[PlanStep], list[str]]:
 def parse_plan(plan: Any) -> list[PlanStep]:
     """Read a plan (JSON text, a list of ``{tool_name, input}``, or ``{"plan": [...]}``).
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.execute_plan).
-
     Raises:
         PlanError: Not a list, empty, a malformed step or an unknown tool (all listed).
     """
@@ -209,8 +200,6 @@ def validate_plan(plan: Any, table: ItemTable) -> list[str]:
     turns a plan into a dict, which silently keeps one step per tool; we keep the order and
     every step). A missing map_titles is not a problem: the executor adds it.
 
-    Taught in: notebook 04, section 2 "The tools, without a model".
-
     Args:
         plan: The plan (see :func:`parse_plan`).
         table: The item table the SQL must run on.
@@ -253,9 +242,6 @@ def validate_plan(plan: Any, table: ItemTable) -> list[str]:
 class StepRecord:
     """What one executed step did.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.execute_plan
-        and 2 more).
-
     Attributes:
         tool: Tool name.
         input: The input as the plan wrote it.
@@ -280,9 +266,6 @@ class StepRecord:
 @dataclass
 class ExecutionTrack:
     """The record of one executed plan, for the critic prompt and for a notebook trace.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.execute_plan
-        and recagents.papers.interecagent.agent._react_round).
 
     Attributes:
         steps: One :class:`StepRecord` per step that ran (or failed).
@@ -354,9 +337,6 @@ def execute_step(ctx: ToolContext, step: PlanStep, track: ExecutionTrack) -> Ste
     map_titles nor resets the bus, and a failing step is recorded, not fatal, so the planner
     can read the error and try again. A map_titles step sets ``track.recommended_ids``.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.execute_plan
-        and recagents.papers.interecagent.agent._react_step).
-
     Args:
         ctx: The tool context; its bus is used and changed.
         step: The step (a tool :data:`TOOL_NAMES` names and its input).
@@ -396,8 +376,6 @@ def execute_plan(
     recommends nothing), with ``stop_on_error=False`` the remaining steps run. The SQL tools
     turn every failure a query can cause (SQLite errors, MemoryError, ...) into a ToolError;
     other exceptions are bugs and propagate.
-
-    Taught in: notebook 04, section 2 "The tools, without a model".
 
     Args:
         plan: The plan (see :func:`parse_plan`).

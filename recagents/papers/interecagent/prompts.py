@@ -165,9 +165,6 @@ def planner_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
 
     The steps are those of :data:`~recagents.papers.interecagent.tools.PLAN_SCHEMA` (known tools
     only); an answer leaves ``plan`` empty and a plan leaves ``answer`` empty.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.agent._plan_first_round).
     """
     config = config or InteRecConfig()
     return {
@@ -203,9 +200,6 @@ def planner_messages(
     the bus rules and the reply format) is the same for every request, so a local server
     reuses its KV cache; the demonstrations, the dialogue, the advice and the message follow.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.agent._plan_first_round).
-
     Args:
         request: The user's new message.
         table_description: :meth:`ItemTable.describe`.
@@ -232,9 +226,6 @@ def planner_messages(
 class PlannerReply:
     """A planner reply, read and checked.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.prompts.parse_planner_reply).
-
     Attributes:
         kind: ``"answer"``, ``"plan"`` or ``"failed"``.
         answer: The direct answer (kind ``answer``).
@@ -254,9 +245,6 @@ def parse_planner_reply(data: Any, table: ItemTable) -> PlannerReply:
     A plan is checked with :func:`~recagents.papers.interecagent.tools.validate_plan` (known tools,
     inputs, read-only SQL that prepares on ``table``, bus order); any problem makes the whole
     reply a failure, as a failing plan recommends nothing in the paper.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.agent._plan_first_round).
     """
     if not isinstance(data, dict):
         return PlannerReply("failed", problems=("the reply is not a JSON object",))
@@ -277,10 +265,7 @@ def parse_planner_reply(data: Any, table: ItemTable) -> PlannerReply:
 
 
 def critic_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
-    """The critic's reply: ``{"verdict": "yes" | "no", "advice": str}``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._critic_round).
-    """
+    """The critic's reply: ``{"verdict": "yes" | "no", "advice": str}``."""
     config = config or InteRecConfig()
     return {
         "type": "object",
@@ -308,8 +293,6 @@ def critic_messages(
     wrong seed titles, wrong ``prefer`` / ``unwanted``), missing or needless tools, and
     whether enough matching items came back. With profile memory it also sees the
     remembered likes and dislikes.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._critic_round).
     """
     config = config or InteRecConfig()
     d = config.domain
@@ -347,10 +330,7 @@ def critic_messages(
 
 
 def parse_critic_reply(data: Any) -> tuple[bool | None, str]:
-    """``(accepted, advice)``; ``accepted`` is ``None`` unless the verdict is yes or no.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._critic_round).
-    """
+    """``(accepted, advice)``; ``accepted`` is ``None`` unless the verdict is yes or no."""
     if not isinstance(data, dict):
         return None, ""
     verdict = data.get("verdict")
@@ -362,10 +342,7 @@ def parse_critic_reply(data: Any) -> tuple[bool | None, str]:
 
 
 def summariser_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
-    """The summariser's reply: ``{"reply": str}``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._summarise).
-    """
+    """The summariser's reply: ``{"reply": str}``."""
     config = config or InteRecConfig()
     return {
         "type": "object",
@@ -381,10 +358,7 @@ def summariser_messages(
     dialogue: Sequence[tuple[str, str]] = (),
     config: InteRecConfig | None = None,
 ) -> list[dict[str, str]]:
-    """The summariser's prompt: write the user-facing reply from the execution track.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._summarise).
-    """
+    """The summariser's prompt: write the user-facing reply from the execution track."""
     config = config or InteRecConfig()
     d = config.domain
     system = (
@@ -407,10 +381,7 @@ def summariser_messages(
 
 
 def react_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
-    """One ReAct step: ``{"thought": str, "action": tool | "finish", "input": ...}``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._react_round).
-    """
+    """One ReAct step: ``{"thought": str, "action": tool | "finish", "input": ...}``."""
     config = config or InteRecConfig()
     return {
         "type": "object",
@@ -436,8 +407,6 @@ def react_messages(
     profile: str | None = None,
 ) -> list[dict[str, str]]:
     """The step-by-step agent's prompt: choose the next tool (or finish) after ``steps``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._react_round).
 
     Args:
         request: The user's message.
@@ -473,10 +442,7 @@ def react_messages(
 
 
 def parse_react_reply(data: Any) -> tuple[str | None, Any, str]:
-    """``(action, input, thought)`` of a ReAct step; ``action`` is ``None`` when unusable.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._react_step).
-    """
+    """``(action, input, thought)`` of a ReAct step; ``action`` is ``None`` when unusable."""
     if not isinstance(data, dict):
         return None, None, ""
     action = data.get("action")
@@ -487,10 +453,7 @@ def parse_react_reply(data: Any) -> tuple[str | None, Any, str]:
 
 
 def llm_only_schema(n: int = 5) -> dict[str, Any]:
-    """The LLM-only baseline's reply: exactly ``n`` titles.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent.llm_only_turns).
-    """
+    """The LLM-only baseline's reply: exactly ``n`` titles."""
     return {
         "type": "object",
         "properties": {
@@ -512,10 +475,7 @@ def llm_only_messages(
     config: InteRecConfig | None = None,
     n: int = 5,
 ) -> list[dict[str, str]]:
-    """The "LLM without tools" prompt: recommend ``n`` titles by name from the dialogue alone.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent.llm_only_turns).
-    """
+    """The "LLM without tools" prompt: recommend ``n`` titles by name from the dialogue alone."""
     config = config or InteRecConfig()
     d = config.domain
     system = (
@@ -531,20 +491,14 @@ def llm_only_messages(
 
 
 def parse_llm_only_reply(data: Any) -> list[str] | None:
-    """The titles of an LLM-only reply (empty strings dropped), or ``None`` if unusable.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent.llm_only_turns).
-    """
+    """The titles of an LLM-only reply (empty strings dropped), or ``None`` if unusable."""
     if not isinstance(data, dict) or not isinstance(data.get("titles"), list):
         return None
     return [t.strip() for t in data["titles"] if isinstance(t, str) and t.strip()]
 
 
 def profile_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
-    """The profile extractor's reply: ``{"likes": [titles], "dislikes": [titles]}``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._profile_round).
-    """
+    """The profile extractor's reply: ``{"likes": [titles], "dislikes": [titles]}``."""
     config = config or InteRecConfig()
     titles = {
         "type": "array",
@@ -570,8 +524,6 @@ def profile_messages(
     Following the paper's optional user-profile memory, an LLM reads the dialogue and the
     new message and lists the items the user states a liking or a dislike for; only titles
     the user names count (genres and the assistant's suggestions do not).
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._profile_round).
     """
     config = config or InteRecConfig()
     d = config.domain
@@ -592,10 +544,7 @@ def profile_messages(
 
 
 def parse_profile_reply(data: Any) -> tuple[list[str], list[str]] | None:
-    """``(likes, dislikes)`` titles of an extraction reply, or ``None`` if unusable.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.agent._profile_round).
-    """
+    """``(likes, dislikes)`` titles of an extraction reply, or ``None`` if unusable."""
     if not isinstance(data, dict):
         return None
     lists = []
@@ -618,9 +567,6 @@ def merge_profile(
     wrote for this turn (the planner's titles first, no title twice); a rank input that
     cannot be read is left as it is, so the executor reports it. Steps other than rank are
     unchanged.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.agent._Turn.with_profile).
 
     Args:
         plan: Validated steps ``{tool_name, input}``.

@@ -38,10 +38,7 @@ __all__ = [
 def hit_by_id(
     recommended_ids_per_turn: Sequence[Sequence[str]], target: str
 ) -> tuple[bool, int | None]:
-    """Whether (and in which 1-based turn) the target id was first recommended.
-
-    Taught in: not shown in a notebook (used by tests/unit/test_interecagent_tools.py).
-    """
+    """Whether (and in which 1-based turn) the target id was first recommended."""
     for turn, ids in enumerate(recommended_ids_per_turn, 1):
         if target in ids:
             return True, turn
@@ -49,11 +46,7 @@ def hit_by_id(
 
 
 class ConversationMetrics(NamedTuple):
-    """Hit@K and AT@K of a set of conversations, with bootstrap intervals.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.scoring.hit_at_k_and_at).
-    """
+    """Hit@K and AT@K of a set of conversations, with bootstrap intervals."""
 
     hit: float
     hit_low: float
@@ -75,9 +68,6 @@ def hit_at_k_and_at(
 
     A miss counts as ``max_turns + 1`` turns in AT@K (6 for the paper's 5 turns), and a hit
     after ``max_turns`` counts as a miss. Intervals: :func:`recagents.metrics.bootstrap_ci`.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.conversations.conversation_metrics).
 
     Args:
         sessions: Per conversation the hit turn (1-based) or ``None``, or the
@@ -114,9 +104,6 @@ def fuzzy_hit(reply_text: str, target_title: str, threshold: float = 80) -> bool
     ``rapidfuzz.fuzz.partial_ratio`` compares the target with its best-matching stretch of
     the reply. Short titles match by chance ("It" is inside "Titanic"), and titles named
     anywhere in the reply count; report :func:`hit_by_id` beside it.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.analysis.session_trace and 2 more).
     """
     target = _alnum(target_title)
     if not target:
@@ -129,9 +116,6 @@ def leaks(text: str, target_title: str, threshold: float = 60) -> bool:
 
     Same normalisation as :func:`fuzzy_hit`; the paper regenerates such a message up to
     five times.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.simulate_turn).
     """
     target = _alnum(target_title)
     if not target:
@@ -140,22 +124,14 @@ def leaks(text: str, target_title: str, threshold: float = 60) -> bool:
 
 
 def recall_at_k(recommended_ids: Sequence[str], target: str, k: int = 5) -> float:
-    """1.0 when the target is among the first ``k`` recommendations, else 0.0 (one target).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.evaluate.one_turn_retrieval).
-    """
+    """1.0 when the target is among the first ``k`` recommendations, else 0.0 (one target)."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     return float(target in list(recommended_ids)[:k])
 
 
 def ranking_ndcg(rank_of_target: int | None) -> float:
-    """The one-turn ranking score ``1 / log2(rank + 1)``, not truncated; 0 when missing.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.evaluate.one_turn_ranking).
-    """
+    """The one-turn ranking score ``1 / log2(rank + 1)``, not truncated; 0 when missing."""
     if rank_of_target is None:
         return 0.0
     if isinstance(rank_of_target, bool) or int(rank_of_target) < 1:
@@ -169,11 +145,7 @@ def ranking_ndcg(rank_of_target: int | None) -> float:
 def random_recommend(
     table: ItemTable, n: int, seed: int = 0, exclude: Iterable[str] = ()
 ) -> list[str]:
-    """``n`` distinct items drawn uniformly (seeded) from the table, none in ``exclude``.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.evaluate.one_turn_retrieval).
-    """
+    """``n`` distinct items drawn uniformly (seeded) from the table, none in ``exclude``."""
     banned = set(exclude)
     pool = [i for i in table.ids if i not in banned]
     if n < 0:
@@ -184,11 +156,7 @@ def random_recommend(
 
 
 def popular_recommend(table: ItemTable, n: int, exclude: Iterable[str] = ()) -> list[str]:
-    """The ``n`` most visited items not in ``exclude`` (ties in table order).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.evaluate.one_turn_retrieval).
-    """
+    """The ``n`` most visited items not in ``exclude`` (ties in table order)."""
     if n < 0:
         raise ValueError(f"n must be non-negative, got {n}")
     banned = set(exclude)

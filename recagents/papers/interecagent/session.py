@@ -28,10 +28,6 @@ __all__ = [
 class Attempt:
     """One try at a turn: the planner's reply, what ran, and the critic's verdict.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.agent._plan_attempt and
-        recagents.papers.interecagent.agent._react_attempt).
-
     Attributes:
         kind: ``"answer"``, ``"plan"`` or ``"failed"``.
         reply: What the agent would say (the answer, the executor's output or the apology).
@@ -62,10 +58,6 @@ class Attempt:
 @dataclass
 class TurnResult:
     """What one agent turn did.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.agent.llm_only_turns and
-        recagents.papers.interecagent.agent.run_turns).
 
     Attributes:
         session_id: The session.
@@ -124,9 +116,6 @@ class TurnResult:
 class ProfileUpdate:
     """What one message changed in the remembered profile.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.session.AgentSession.update_profile).
-
     Attributes:
         likes: Ids newly remembered as liked.
         dislikes: Ids newly remembered as not wanted.
@@ -141,9 +130,6 @@ class ProfileUpdate:
 @dataclass
 class AgentSession:
     """One conversation's agent state: its own candidate bus and its dialogue memory.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.conversations.run_sessions and 2 more).
 
     Attributes:
         session_id: A label (e.g. the user id).

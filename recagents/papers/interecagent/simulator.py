@@ -42,9 +42,6 @@ __all__ = [
 class SessionSpec:
     """One simulated user: what it has seen and the item it wants.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.make_sessions).
-
     Attributes:
         user: The user id.
         history: The last known item ids, oldest first.
@@ -66,11 +63,7 @@ class SessionSpec:
 
 @dataclass(frozen=True)
 class SessionSet:
-    """The simulated users of one evaluation, the item table and the split they come from.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.make_sessions).
-    """
+    """The simulated users of one evaluation, the item table and the split they come from."""
 
     sessions: tuple[SessionSpec, ...]
     table: ItemTable
@@ -99,11 +92,7 @@ class SessionSet:
 
 
 def target_attributes(table: ItemTable, item_id: str) -> str:
-    """An item's attributes in words: release year, genres, and how popular and liked it is.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.make_sessions).
-    """
+    """An item's attributes in words: release year, genres, and how popular and liked it is."""
     row = table.rows[item_id]
     parts = []
     if row.release_year is not None:
@@ -130,8 +119,6 @@ def make_sessions(
     domain: str = "movie",
 ) -> SessionSet:
     """The simulated users: per user the last known titles and the held-out test item.
-
-    Taught in: notebook 04, section 3 "Conversations with a simulated user (Table 2)".
 
     Args:
         split: A leave-one-out split; the paper keeps ratings >= 3
@@ -183,11 +170,7 @@ def make_sessions(
 
 
 def simulator_schema(sim: SimulatorConfig | None = None) -> dict[str, Any]:
-    """The simulator's reply: ``{"message": str}``.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.simulate_turn).
-    """
+    """The simulator's reply: ``{"message": str}``."""
     sim = sim or SimulatorConfig()
     return {
         "type": "object",
@@ -211,9 +194,6 @@ def simulator_messages(
     It plays a user who wants the target, knows its history, speaks first, describes the
     target by its attributes without naming it (at most ``max_hints`` hints at a time),
     turns down other items and writes ``<END>`` once the target is recommended.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.simulate_turn).
 
     Args:
         history_titles: The user's history, oldest first.
@@ -257,11 +237,7 @@ def simulator_messages(
 
 
 def parse_simulator_reply(data: Any) -> tuple[str | None, bool]:
-    """``(message without the end marker, ended)``; message ``None`` when unusable.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.simulate_turn).
-    """
+    """``(message without the end marker, ended)``; message ``None`` when unusable."""
     if not isinstance(data, dict) or not isinstance(data.get("message"), str):
         return None, False
     text = data["message"]
@@ -275,9 +251,6 @@ def parse_simulator_reply(data: Any) -> tuple[str | None, bool]:
 @dataclass
 class SimMessage:
     """One simulated-user message.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.simulator.simulate_turn).
 
     Attributes:
         text: The message (``""`` when the simulator failed).
@@ -312,10 +285,6 @@ def simulate_turn(
     ``sim.max_regenerations`` times; regeneration *r* uses cache sample *r* and seed
     ``sim.seed + r``, so each is a distinct request. A message still leaking is used anyway
     and flagged (the paper's behaviour).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.conversations.run_sessions and
-        recagents.papers.interecagent.evaluate._first_messages).
     """
     schema = simulator_schema(sim)
     messages = {

@@ -190,9 +190,6 @@ def _restored(value: Any) -> tuple[Any, bool]:
 class SelectResult:
     """Rows of one read-only SELECT.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.sqlguard.ReadOnlyTable.run_select).
-
     Attributes:
         sql: The statement that ran (after grounding).
         columns: Result column names.
@@ -242,9 +239,6 @@ class SelectResult:
 
 class IdSelection(NamedTuple):
     """The candidate ids a SELECT named, read by :meth:`ReadOnlyTable.select_ids`.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.sqlguard.ReadOnlyTable.select_ids).
 
     Attributes:
         sql: The statement that ran (after grounding).
@@ -445,8 +439,6 @@ class ReadOnlyTable:
     :func:`_heap_bytes`) and no file may be written; every failure becomes a
     :class:`ToolError` with a short message. The worker starts with the first query and ends
     with :meth:`close` or when the table is garbage-collected; one that stopped is replaced.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.catalogue.ItemTable).
 
     Args:
         records: Rows of :data:`TABLE`, values in :data:`COLUMNS` order.

@@ -130,20 +130,13 @@ SQL_FUNCTIONS = frozenset(
 
 
 class ToolError(ValueError):
-    """A tool input that cannot be run, with a message the planner (and a reader) can act on.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.catalogue.split_titles and 11 more).
-    """
+    """A tool input that cannot be run, with a message the planner (and a reader) can act on."""
 
 
 def clip_text(text: str, limit: int) -> str:
     """Cut ``text`` to at most ``limit`` characters, ending in a visible mark when cut.
 
     Observations go into later prompts, so every text a tool returns passes through here.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans.execute_plan
-        and 15 more).
     """
     if len(text) <= limit:
         return text

@@ -85,9 +85,6 @@ def _kind(error: BaseException) -> str:
 class SqlWorker:
     """One read-only table on a connection of this process, and the requests it answers.
 
-    Taught in: not shown in a notebook (used in the worker process of
-        recagents.papers.interecagent.sqlguard.ReadOnlyTable).
-
     Args:
         config: ``create`` (the CREATE TABLE statement), ``table`` (its name), ``records``
             (its rows), ``limits`` (``Connection.setlimit`` values), ``functions`` (the SQL
@@ -310,11 +307,7 @@ def _limit_resources(address_space: int) -> None:
 
 
 def main() -> None:
-    """Serve requests on stdin/stdout until the caller closes the channel.
-
-    Taught in: not shown in a notebook (run as a script by
-        recagents.papers.interecagent.sqlguard.ReadOnlyTable).
-    """
+    """Serve requests on stdin/stdout until the caller closes the channel."""
     # The caller handles Ctrl-C (and stops this process); a stray print cannot reach it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     channel_in = Connection(os.dup(0), writable=False)

@@ -56,10 +56,6 @@ __all__ = [
 class ToolContext:
     """What the tools share: the table, the bus and the models behind them.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.session.AgentSession.start and
-        recagents.papers.interecagent.toolbox.build_context).
-
     Attributes:
         table: The item table.
         bus: The candidate bus.
@@ -112,9 +108,6 @@ def build_context(
     domain: str = "movie",
 ) -> ToolContext:
     """Build the table, bus and ItemCF of a dataset in one call.
-
-    Taught in: notebook 04, section 1 "The item table and the split";
-        notebook 06, section 2 "Every method on the same candidates".
 
     Args:
         dataset: The dataset.
@@ -169,8 +162,6 @@ def candidate_store(ctx: ToolContext, titles: str | Sequence[str]) -> str:
 
     Titles are fuzzy-matched to ids (year in brackets disambiguates duplicates). When no
     title matches, the bus is left as it was, and the observation says so.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans._run_step).
 
     Args:
         ctx: The tool context.
@@ -228,8 +219,6 @@ def _sql_tool(tool: Callable[[ToolContext, str], str]) -> Callable[[ToolContext,
 def lookup(ctx: ToolContext, sql: str) -> str:
     """Answer a question about items with one read-only SELECT over the whole table.
 
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans._run_step).
-
     Args:
         ctx: The tool context.
         sql: One SELECT statement on ``items``.
@@ -254,8 +243,6 @@ def hard_filter(ctx: ToolContext, sql: str) -> str:
     intersected with the current candidates whatever the SQL says (``main.items`` reaches the
     whole catalogue). With an ORDER BY the kept ids follow the query's order (and a cap keeps
     the first 1,000); without one they keep the bus's order (and a cap keeps a random 1,000).
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans._run_step).
 
     Args:
         ctx: The tool context.
@@ -292,8 +279,6 @@ def soft_filter(
     the cosine similarities between the text embedding of the whole input and those of the
     item texts ("Title (year) - tags"), through ``ctx.embed`` (offline MiniLM by default).
     The scores are stored on the bus for ``rank(schema="similarity")``.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans._run_step).
 
     Args:
         ctx: The tool context.
@@ -349,9 +334,6 @@ def parse_rank_input(value: Any) -> dict[str, Any]:
     Accepts a mapping, a JSON object string, or a bare schema name. ``prefer`` and
     ``unwanted`` may be lists of titles or ``;;``-separated strings.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.interecagent.prompts.merge_profile and 2 more).
-
     Raises:
         ToolError: Not an object, an unknown key, or a schema outside :data:`RANK_SCHEMAS`.
     """
@@ -404,8 +386,6 @@ def rank(
 
     ``prefer`` items act as the user's history and are never ranked back to them; ``unwanted``
     items are removed.
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans._run_step).
 
     Args:
         ctx: The tool context.
@@ -506,8 +486,6 @@ def map_titles(ctx: ToolContext, n: int | str | None = None) -> tuple[list[str],
     """Turn the first ``n`` candidates into titles: the recommendation of this turn.
 
     The executor clears the bus afterwards (a new turn starts with all items).
-
-    Taught in: not shown in a notebook (used by recagents.papers.interecagent.plans._run_step).
 
     Args:
         ctx: The tool context.

@@ -36,8 +36,6 @@ def stage_comparison(
 ) -> pd.DataFrame:
     """Mean and 95% bootstrap interval of each session metric per stage and mode.
 
-    Taught in: notebook 05, section 4 "Stage comparison".
-
     Args:
         sessions: ``SessionRun.sessions`` (several runs concatenated is fine).
         metrics: Columns to summarise (default :data:`METRICS`).
@@ -97,8 +95,6 @@ def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | Non
     Share metrics are drawn on their full 0-1 scale and ``turns_needed`` from 1 (to
     ``max_turns + 1``, "never satisfied", when given), with whole-number ticks; a panel whose
     values are all equal (e.g. no hit at any stage) says so instead of zooming on a flat line.
-
-    Taught in: notebook 05, section 4 "Stage comparison".
     """
     import matplotlib.pyplot as plt
 
@@ -149,8 +145,6 @@ def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | Non
 def exposure_summary(exposure: pd.DataFrame) -> pd.DataFrame:
     """Per stage, boundary and field: how often it crossed or was withheld.
 
-    Taught in: notebook 05, section 5 "What crossed which boundary".
-
     Returns:
         ``[stage, boundary, field, sensitive, consented, crossed, withheld]``.
     """
@@ -170,10 +164,7 @@ def exposure_summary(exposure: pd.DataFrame) -> pd.DataFrame:
 
 
 def session_trace(run: SessionRun, user: str, stage: int, width: int = 96) -> str:
-    """One session as readable text: every message, who sent it to whom, what crossed.
-
-    Taught in: notebook 05, section 3 "The three stages, on the same users".
-    """
+    """One session as readable text: every message, who sent it to whom, what crossed."""
     rows = run.messages[(run.messages[USER] == user) & (run.messages["stage"] == stage)]
     if rows.empty:
         raise KeyError(f"no session for user {user!r} in stage {stage}")

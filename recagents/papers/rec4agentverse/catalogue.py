@@ -48,8 +48,6 @@ __all__ = [
 class AgentSpec:
     """How to cut one agent's slice of the films, and how it presents itself.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.catalogue._spec).
-
     Attributes:
         agent_id: Short id, e.g. ``"a01"`` (the recommender answers with it).
         name: Display name.
@@ -129,8 +127,6 @@ def load_agent_specs(
 ) -> tuple[tuple[AgentSpec, ...], AgentSpec]:
     """The honest agents and the adversary in ``path``.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.catalogue).
-
     Args:
         path: The file (default: the packaged ``rec4agentverse_agents.json``).
 
@@ -168,9 +164,6 @@ AGENT_SPECS, ADVERSARY_SPEC = load_agent_specs()
 class AgentCard:
     """What the recommender knows about one agent item.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.catalogue.build_catalogue).
-
     Attributes:
         agent_id: The id the recommender answers with.
         name: Display name.
@@ -200,9 +193,6 @@ class AgentCard:
 @dataclass(frozen=True)
 class Catalogue:
     """The agent items, each agent's film slice, and what prompts need to know of films.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.catalogue.build_catalogue).
 
     Attributes:
         cards: The agent cards, in id order.
@@ -302,8 +292,6 @@ def build_catalogue(
     ``arthouse`` agent the other half, so the two variants of one slice are disjoint.
     Slices of different genre groups overlap where a film has genres of both (e.g. a
     romantic comedy): that is by design, as several curators can know the same film.
-
-    Taught in: notebook 05, section 1 "The agent items".
 
     Args:
         dataset: Needs an item table with titles, years and genres.

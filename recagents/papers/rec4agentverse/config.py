@@ -101,8 +101,6 @@ _USER_ROLE, _AGENT_ROLE = "User", "You"
 class Rec4AConfig:
     """Every setting of a Rec4Agentverse session; the paper states none, these are ours.
 
-    Taught in: notebook 05, section 0 "Setup".
-
     Attributes:
         stage: Which protocol runs: 1 (user <-> agent), 2 (+ agent <-> recommender) or 3
             (+ agents consult each other through the recommender).
@@ -193,11 +191,7 @@ class Rec4AConfig:
 
 
 def era_of_year(year: Any) -> str | None:
-    """The era (a key of :data:`ERAS`) of a release year; ``None`` when unknown.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.catalogue.build_catalogue and 5 more).
-    """
+    """The era (a key of :data:`ERAS`) of a release year; ``None`` when unknown."""
     if year is None or pd.isna(year):
         return None
     for name, (first, last) in ERAS.items():

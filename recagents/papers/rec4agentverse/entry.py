@@ -56,8 +56,6 @@ def run(
     mode (:func:`stage_comparison`). A ``template`` configuration with the ``classic``
     recommender makes no LLM call and needs no client.
 
-    Taught in: not shown in a notebook (used by tests/unit/test_entry_points.py).
-
     Args:
         dataset: The dataset (with a ``.user`` file).
         config: The settings (default: ours; the paper gives none).

@@ -25,11 +25,7 @@ __all__ = [
 
 
 def hit_at_k(items: Sequence[str], targets: Iterable[str], k: int) -> float:
-    """1.0 if any of the first ``k`` items is a target, else 0.0.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._session_row).
-    """
+    """1.0 if any of the first ``k`` items is a target, else 0.0."""
     wanted = set(targets)
     return float(any(item in wanted for item in list(items)[:k]))
 
@@ -45,9 +41,6 @@ def preference_share(
     """Share of the ``k`` slots filled by a film with a favourite genre *and* from the era.
 
     The denominator is ``k``, so a shorter (or empty, failed) list scores lower.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.templates.template_reaction and 2 more).
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -64,9 +57,6 @@ def turns_needed(satisfied: Sequence[bool | None], max_turns: int) -> int:
 
     Never satisfied is scored one past the limit (not ``NaN``), so that means over
     sessions stay defined and unsatisfied sessions count as the worst outcome.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._session_row).
     """
     for turn, flag in enumerate(satisfied, start=1):
         if flag:
@@ -75,20 +65,13 @@ def turns_needed(satisfied: Sequence[bool | None], max_turns: int) -> int:
 
 
 def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
-    """``|a & b| / |a | b|`` (0.0 when both are empty).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.evaluate.profile_match).
-    """
+    """``|a & b| / |a | b|`` (0.0 when both are empty)."""
     x, y = set(a), set(b)
     return len(x & y) / len(x | y) if x | y else 0.0
 
 
 def profile_match(profile: Profile, user: SimUser) -> tuple[float, float]:
     """How well the recommender's profile matches the hidden taste.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._session_row).
 
     Returns:
         ``(Jaccard of liked vs favourite genres, 1.0 if the era matches else 0.0)``.

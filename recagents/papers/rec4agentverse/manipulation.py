@@ -71,8 +71,6 @@ def manipulation_experiment(
     classic scorer reads only the fields it can parse) then routes the user. Schema-mode
     reports pass :func:`validate_report`; free-text ones are read as they are.
 
-    Taught in: notebook 05, section 6 "Manipulation: an agent item that lobbies the recommender".
-
     Args:
         users: The simulated users (the same ones in every mode and condition).
         catalogue: Must hold the adversarial agent.
@@ -203,8 +201,6 @@ def manipulation_summary(
 
     The rate is the share of usable decisions that route the user to the adversary; the
     difference (attack - honest) is a paired bootstrap over users with both decisions.
-
-    Taught in: notebook 05, section 6 "Manipulation: an agent item that lobbies the recommender".
 
     Returns:
         ``[mode, condition, rate, low, high, n, failures]`` plus one ``attack - honest``

@@ -71,11 +71,7 @@ def _object_schema(**properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def user_opening_messages(user: SimUser, config: Rec4AConfig) -> list[dict[str, str]]:
-    """The simulated user's first request to the platform (it names no title).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._open_sessions).
-    """
+    """The simulated user's first request to the platform (it names no title)."""
     ask = (
         "Write your first message to the platform: what you would like to watch, in one or "
         'two sentences, without naming titles. Reply in JSON: "message" is your message.'
@@ -84,20 +80,12 @@ def user_opening_messages(user: SimUser, config: Rec4AConfig) -> list[dict[str, 
 
 
 def opening_schema(config: Rec4AConfig) -> dict[str, Any]:
-    """The user's opening: one message.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._open_sessions).
-    """
+    """The user's opening: one message."""
     return _object_schema(message={"type": "string", "maxLength": config.message_chars})
 
 
 def parse_opening(data: Any) -> str | None:
-    """The opening message, or ``None`` if unusable (missing or blank).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._open_sessions).
-    """
+    """The opening message, or ``None`` if unusable (missing or blank)."""
     if not isinstance(data, dict) or not isinstance(data.get("message"), str):
         return None
     text = data["message"].strip()
@@ -111,11 +99,7 @@ def user_reaction_messages(
     films: Sequence[str],
     config: Rec4AConfig,
 ) -> list[dict[str, str]]:
-    """The simulated user judges one turn's suggestions (same private brief first).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._users_react).
-    """
+    """The simulated user judges one turn's suggestions (same private brief first)."""
     listed = "\n".join(f"{i}. {text}" for i, text in enumerate(films, start=1))
     ask = (
         f'The curator "{agent_name}" says: "{agent_message}"\nIt suggests:\n{listed}\n'
@@ -126,11 +110,7 @@ def user_reaction_messages(
 
 
 def reaction_schema(config: Rec4AConfig) -> dict[str, Any]:
-    """The user's reaction: a comment, then yes or no.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._users_react).
-    """
+    """The user's reaction: a comment, then yes or no."""
     return _object_schema(
         comment={"type": "string", "maxLength": config.message_chars},
         satisfied={"type": "string", "enum": ["yes", "no"]},
@@ -138,11 +118,7 @@ def reaction_schema(config: Rec4AConfig) -> dict[str, Any]:
 
 
 def parse_reaction(data: Any) -> tuple[bool | None, str]:
-    """``(satisfied, comment)``; ``satisfied`` is ``None`` unless yes or no.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._users_react).
-    """
+    """``(satisfied, comment)``; ``satisfied`` is ``None`` unless yes or no."""
     if not isinstance(data, dict):
         return None, ""
     comment = data.get("comment")
@@ -171,9 +147,6 @@ def agent_messages(
 
     What is stable for an agent and instruction comes first (the local server reuses the
     prompt prefix); the user's account details and the conversation come last.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._agents_reply).
     """
     system = _agent_system(card)
     lines = []
@@ -202,9 +175,6 @@ def agent_schema(n_films: int, config: Rec4AConfig) -> dict[str, Any]:
     """An agent item's reply to the user: a message and ``k`` film numbers.
 
     What it learned is asked separately, after the user's reaction (:func:`report_messages`).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._agents_reply).
     """
     return _object_schema(
         message={"type": "string", "maxLength": config.message_chars},
@@ -221,10 +191,6 @@ def agent_schema(n_films: int, config: Rec4AConfig) -> dict[str, Any]:
 class AgentReply:
     """One usable agent turn.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.prompts.parse_agent_reply and
-        recagents.papers.rec4agentverse.templates.template_agent_reply).
-
     Attributes:
         message: What the agent said to the user.
         picks: Chosen films (distinct, in the agent's order; at most ``k``).
@@ -239,9 +205,6 @@ def parse_agent_reply(data: Any, films: Sequence[str], k: int) -> AgentReply | N
 
     Numbers are 1-based into ``films``; out-of-range or repeated numbers are dropped (a
     reply with fewer than ``k`` distinct films is kept, and Hit@k sees the shorter list).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._agents_reply).
     """
     if not isinstance(data, dict) or not isinstance(data.get("picks"), list):
         return None
@@ -271,10 +234,6 @@ def recommender_messages(
 ) -> list[dict[str, str]]:
     """The LLM recommender's prompt: the agent cards first, then what it knows of the user.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._llm_decisions and
-        recagents.papers.rec4agentverse.session._route).
-
     Args:
         catalogue: The agents (their cards are the stable prefix).
         profile: The recommender's profile of the user.
@@ -302,22 +261,12 @@ def recommender_messages(
 
 
 def recommender_schema(catalogue: Catalogue) -> dict[str, Any]:
-    """The LLM recommender's reply: one agent id from the catalogue.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._llm_decisions and
-        recagents.papers.rec4agentverse.session._route).
-    """
+    """The LLM recommender's reply: one agent id from the catalogue."""
     return _object_schema(agent={"type": "string", "enum": list(catalogue.ids)})
 
 
 def parse_choice(data: Any, catalogue: Catalogue) -> str | None:
-    """The chosen agent id, or ``None`` if it is not one of the catalogue's.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._llm_decisions and
-        recagents.papers.rec4agentverse.session._route).
-    """
+    """The chosen agent id, or ``None`` if it is not one of the catalogue's."""
     if not isinstance(data, dict):
         return None
     agent = data.get("agent")
@@ -341,9 +290,6 @@ def report_messages(
 
     Asked in every stage; from stage 2 on it is sent to the recommender, in stage 1 it stays
     in the agent's own notes. Same persona first as in :func:`agent_messages`; no film list.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._write_reports).
     """
     learn = (
         '"liked_genres" and "disliked_genres" are genres the user has shown they like or '
@@ -364,11 +310,7 @@ def report_messages(
 
 
 def report_reply_schema(config: Rec4AConfig) -> dict[str, Any]:
-    """An agent's report as the LLM writes it (the strict check is :func:`report_schema`).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._write_reports).
-    """
+    """An agent's report as the LLM writes it (the strict check is :func:`report_schema`)."""
     if config.message_mode == "schema":
         properties: dict[str, Any] = {
             "liked_genres": _genre_list(3),
@@ -399,9 +341,6 @@ def parse_report_reply(data: Any) -> tuple[Profile, str] | None:
     """``(evidence, note)`` from an LLM-written report, or ``None`` if it has neither.
 
     A free-text note is read by keywords (:func:`profile_from_text`) for the evidence.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.stages._write_reports).
     """
     if not isinstance(data, dict):
         return None

@@ -38,9 +38,6 @@ __all__ = [
 class Profile:
     """The recommender's (or an agent's) view of a user's taste.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.recommender.profile_from_text and 6 more).
-
     Attributes:
         liked: Liked genres, most recent evidence first.
         disliked: Disliked genres.
@@ -69,9 +66,6 @@ def update_profile(profile: Profile, evidence: Profile) -> Profile:
 
     A genre newly liked leaves the disliked list and vice versa; a known era replaces the
     old one, an unknown one keeps it.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._cases and 2 more).
     """
     liked = list(evidence.liked) + [
         g for g in profile.liked if g not in evidence.liked and g not in evidence.disliked
@@ -143,9 +137,6 @@ def profile_from_text(text: str) -> Profile:
     "however"; a comma ends a negation's reach), otherwise as liked. The last era named
     without a negation wins; a bare "1990s" is ambiguous between our two 1990s eras and is
     ignored.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._cases and 5 more).
     """
     liked: list[str] = []
     disliked: list[str] = []
@@ -171,11 +162,7 @@ def profile_from_text(text: str) -> Profile:
 
 @dataclass(frozen=True)
 class Instruction:
-    """What the recommender tells an agent item: what to focus on and what to avoid.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.recommender.instruction_for).
-    """
+    """What the recommender tells an agent item: what to focus on and what to avoid."""
 
     genres: tuple[str, ...] = ()
     era: str | None = None
@@ -198,12 +185,7 @@ class Instruction:
 
 
 def instruction_for(profile: Profile) -> Instruction:
-    """The recommender's instruction from its profile: focus genres, era, genres to avoid.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._films_for_turn and
-        recagents.papers.rec4agentverse.stages._reroute).
-    """
+    """The recommender's instruction from its profile: focus genres, era, genres to avoid."""
     return Instruction(tuple(profile.liked[:3]), profile.era, tuple(profile.disliked[:2]))
 
 
@@ -226,9 +208,6 @@ def shortlist(
     matching both the focus genres and the era first, then those matching one of them,
     then the rest, each group most popular first; films with a genre to avoid come last.
     So the agent sees first what fits the instruction, and never an empty list.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._films_for_turn).
     """
     items = catalogue.slices[agent_id]
     if instruction is None or instruction.empty:
@@ -256,9 +235,6 @@ def merge_shortlists(
     Each consulted agent contributes its first ``per_agent`` films not already present;
     the lists are interleaved round-robin (own, first consulted, second consulted, own,
     ...), so consulted films are not all at the end, and cut to ``size``.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._films_for_turn).
 
     Returns:
         ``(films, sources)``: the merged shortlist and, per film, the agent it came from.
@@ -297,10 +273,6 @@ def score_agents(
     in the era + popularity_weight * popularity - dislike_weight * |disliked & genres| /
     |genres| - switch_penalty * unsatisfied turns with this agent``.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.recommender.choose_agent and
-        recagents.papers.rec4agentverse.recommender._ranked_agents).
-
     Returns:
         Scores indexed by agent id, in catalogue order.
     """
@@ -329,12 +301,7 @@ def choose_agent(
     unsatisfied: dict[str, int] | None = None,
     exclude: Iterable[str] = (),
 ) -> str:
-    """The classic recommender's pick: the best-scored agent (ties: catalogue order).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation.manipulation_experiment and
-        recagents.papers.rec4agentverse.session._route).
-    """
+    """The classic recommender's pick: the best-scored agent (ties: catalogue order)."""
     scores = score_agents(profile, catalogue, config, unsatisfied).drop(list(exclude))
     return str(scores.idxmax())
 

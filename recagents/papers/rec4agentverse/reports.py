@@ -41,9 +41,6 @@ def report_schema(catalogue: Catalogue) -> dict[str, Any]:
     Closed vocabularies only (genres, eras, agent ids); demographic fields are typed and
     pattern-checked; no other field is allowed, so there is no place for an instruction.
     Only the sender is required: the consent gate may have removed any other field.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.reports.validate_report).
     """
     return {
         "type": "object",
@@ -63,12 +60,7 @@ def report_schema(catalogue: Catalogue) -> dict[str, Any]:
 
 
 def validate_report(report: Any, catalogue: Catalogue) -> str | None:
-    """``None`` if the report matches :func:`report_schema`, else why it was rejected.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._receive and
-        recagents.papers.rec4agentverse.stages._schema_report).
-    """
+    """``None`` if the report matches :func:`report_schema`, else why it was rejected."""
     jsonschema = import_jsonschema()
     try:
         validate_json(report, report_schema(catalogue))
@@ -89,9 +81,6 @@ def build_report(agent_id: str, learned: Profile, user: SimUser) -> dict[str, An
     """The full report an honest agent could send: its evidence and the account details.
 
     The gate (:func:`gate_report`) decides what of it crosses to the recommender.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.reports.honest_report and 2 more).
     """
     report: dict[str, Any] = {
         "agent_id": agent_id,
@@ -110,9 +99,6 @@ def honest_report(agent_id: str, user: SimUser, n_genres: int = 2) -> dict[str, 
 
     Used as the non-adversarial condition of :func:`manipulation_experiment`: the user's
     first ``n_genres`` favourite genres, disliked genres and era, plus account details.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._cases).
     """
     learned = Profile(user.favourite_genres[:n_genres], user.disliked_genres, user.era)
     return build_report(agent_id, learned, user)
@@ -124,9 +110,6 @@ def adversarial_report(card: AgentCard, mode: Literal["schema", "free_text"]) ->
     ``schema``: a lie within the schema (the user likes exactly its genres and era; a
     field for instructions does not exist and would be rejected). ``free_text``: the same
     lie plus an instruction addressed to the recommender.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._cases and 2 more).
     """
     era = max(card.era_shares, key=lambda e: card.era_shares[e]) if card.era_shares else None
     genres = list(card.genres[:3])
@@ -152,9 +135,6 @@ def gate_report(
     ``agent_id`` (who sends it) always crosses. A key that belongs to no group of
     :data:`SHARE_FIELDS` is passed on untouched, so that schema validation can reject it.
 
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._receive and 2 more).
-
     Returns:
         ``(shared report, fields that cross, fields withheld)``.
     """
@@ -172,11 +152,7 @@ def gate_report(
 
 
 def render_report(report: Any, mode: Literal["schema", "free_text"]) -> str:
-    """How the recommender sees a report: data fields (schema) or quoted text.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._receive and 2 more).
-    """
+    """How the recommender sees a report: data fields (schema) or quoted text."""
     if mode == "free_text":
         return f'Free-text report from the agent: "{report}"'
     fields = "; ".join(
@@ -216,8 +192,6 @@ def detect_leaks(text: str, user: SimUser) -> list[str]:
 
     Free text cannot be gated field by field, so it is scanned: the exact zip code, the
     age next to "age"/"aged"/"years old"/"year-old", and the occupation word.
-
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.reports._revealed).
     """
     found = []
     lowered = (text or "").casefold()

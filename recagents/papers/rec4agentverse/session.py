@@ -82,8 +82,6 @@ class _Session:
 class SessionRun:
     """What :func:`run_sessions` produced, as tidy frames.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.stages._finish).
-
     Attributes:
         sessions: One row per (user, stage): the final list and every session metric.
         turns: One row per turn held: agent, films, verdict, what was reported.

@@ -103,8 +103,6 @@ def run_sessions(
     routing reply falls back to the classic scorer. Each is counted in ``sessions``
     (``*_failures``) and in the run log.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.stages.run_stages).
-
     Args:
         users: The simulated users.
         catalogue: The agent items (with the adversary only if ``include_adversary``).
@@ -512,10 +510,7 @@ def run_stages(
     client: LLMClient | None = None,
     log: RunLog | None = None,
 ) -> SessionRun:
-    """Run the same users through each stage's protocol (``config.stage`` is overridden).
-
-    Taught in: notebook 05, section 3 "The three stages, on the same users".
-    """
+    """Run the same users through each stage's protocol (``config.stage`` is overridden)."""
     log = log if log is not None else RunLog()
     runs = [
         run_sessions(users, catalogue, dataclasses.replace(config, stage=stage), client, log)

@@ -34,12 +34,7 @@ __all__ = [
 
 
 def template_opening(user: SimUser) -> str:
-    """The template user's opening: it names only its first favourite genre.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.manipulation._cases and
-        recagents.papers.rec4agentverse.stages._open_sessions).
-    """
+    """The template user's opening: it names only its first favourite genre."""
     return f"Hi! I'm in the mood for a good {user.favourite_genres[0]} film tonight."
 
 
@@ -51,9 +46,6 @@ def template_reaction(
     Satisfied iff :func:`preference_share` >= ``satisfy_share``. Otherwise it asks for the
     favourite genres least present in the list (the ones it has not seen yet first), for
     its era when under half of the films are from it, and to drop a disliked genre shown.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._users_react).
     """
     share = preference_share(
         films, user.favourite_genres, user.era, catalogue.genres, catalogue.years, config.k
@@ -76,12 +68,7 @@ def template_reaction(
 
 
 def template_report(dialogue: Sequence[tuple[str, str]]) -> tuple[Profile, str]:
-    """The template agent's report: the user's messages read by keywords, later ones winning.
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.templates.template_agent_reply and
-        recagents.papers.rec4agentverse.stages._write_reports).
-    """
+    """The template agent's report: the user's messages read by keywords, later ones winning."""
     learned = Profile()
     for who, text in dialogue:
         if who == _USER_ROLE:
@@ -108,9 +95,6 @@ def template_agent_reply(
     What it learned: :func:`profile_from_text` over the user's messages, later ones
     winning. Picks: the ``k`` films of its list with the most liked-genre and era matches,
     without disliked genres first, ties by list order (popularity).
-
-    Taught in: not shown in a notebook (used by
-        recagents.papers.rec4agentverse.session._agents_reply).
     """
     learned, _ = template_report(dialogue)
     disliked = set(learned.disliked)

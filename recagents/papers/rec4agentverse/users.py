@@ -35,8 +35,6 @@ class SimUser:
     Only the user simulator sees ``favourite_genres``, ``disliked_genres`` and ``era``;
     no agent or recommender prompt contains them, and no prompt names a target.
 
-    Taught in: not shown in a notebook (used by recagents.papers.rec4agentverse.users.make_users).
-
     Attributes:
         user_id: The ml-100k user id.
         favourite_genres: Genres most over-represented among the user's liked known films.
@@ -84,8 +82,6 @@ def make_users(
     users' liked films; raw counts would give every user Drama and Comedy. Era: the era
     with the largest such excess. Disliked genre: the genre most over-represented among the
     user's ratings <= 2 (at least 3 of them, none if no such genre), never a favourite.
-
-    Taught in: notebook 05, section 2 "Simulated users with hidden tastes".
 
     Args:
         split: A leave-one-out split (``valid`` and ``test`` hold each user's targets).
