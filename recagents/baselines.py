@@ -60,7 +60,7 @@ import pandas as pd
 
 from recagents.columns import ITEM, RANK, SCORE, USER
 from recagents.config import settings
-from recagents.data import Split
+from recagents.data.datasets import Split
 from recagents.locks import cache_lock
 from recagents.metrics import rank_by_score
 

@@ -18,8 +18,6 @@ from pathlib import Path
 
 from recagents.config import settings
 
-__all__ = ["CacheLockTimeout", "cache_lock"]
-
 
 class CacheLockTimeout(TimeoutError):
     """A cache entry stayed locked by another process past the lock timeout; names the holder."""

@@ -23,28 +23,6 @@ import pandas as pd
 
 from recagents.columns import ITEM, RANK, SCORE, USER
 
-__all__ = [
-    "RANKING_METRICS",
-    "PairedBootstrapResult",
-    "all_equal_min_n",
-    "bootstrap_ci",
-    "classification_ci",
-    "classification_metrics",
-    "compare_to_reference",
-    "format_interval",
-    "interval_half_width",
-    "interval_min_detectable_effect",
-    "min_detectable_effect",
-    "paired_bootstrap",
-    "paired_min_detectable_effect",
-    "pick_interval",
-    "power_fields",
-    "rank_by_score",
-    "ranking_metrics",
-    "summarize",
-    "summarize_methods",
-]
-
 RANKING_METRICS: tuple[str, ...] = ("hr", "ndcg", "mrr", "recall", "precision")
 """Metric names understood by :func:`ranking_metrics`."""
 

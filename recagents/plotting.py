@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from recagents.data import Dataset
+    from recagents.data.datasets import Dataset
 
 FIGURES_DIR_ENV = "RECAGENTS_FIGURES_DIR"
 """Environment variable that overrides the figures directory."""

@@ -19,30 +19,17 @@ every ``entry.run`` takes besides the dataset and the paper's settings is one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, RANK, SCORE, USER
+from recagents.data.datasets import Dataset, Split
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunLog
-
-__all__ = [
-    "FAITHFUL_MISSING_RANK",
-    "METRIC_COLUMNS",
-    "CandidateRanking",
-    "PaperRun",
-    "RankingParse",
-    "RunOptions",
-    "metric_rows",
-    "ordered_frame",
-    "parse_ranking",
-    "ranking_frame",
-    "ranking_schema",
-]
 
 #: First rank given to the candidates the model left out, under the paper's ("faithful")
 #: scorer: the official code scores them -10000, tied with every item outside the candidate
@@ -204,25 +191,27 @@ def metric_rows(summary: pd.DataFrame, labels: Sequence[str] = ()) -> pd.DataFra
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What every paper's ``entry.run`` takes besides the dataset and the paper's settings.
+    """What every paper's ``run`` and ``rank`` take besides the data and the paper's settings.
 
-    One object for the five entry points, so the shared arguments are documented once and
-    checked the same way: ``run(dataset, config, RunOptions(n_users=3, n_boot=50))``. Each
-    entry module documents only what is its own (its ``DEFAULT_USERS`` and ``METHODS``).
+    One object for the five papers, so the shared arguments are documented once and checked
+    the same way: ``run(dataset, config, RunOptions(profile="smoke", n_boot=50))``.
 
     Attributes:
-        n_users: Users (agents, simulated users) of the run; ``None``: the entry module's
-            ``DEFAULT_USERS``, the notebook's default profile size.
-        methods: Methods to compare, of the entry module's ``METHODS`` (or the wider set it
-            names); ``None`` or empty: its ``METHODS``.
+        profile: Which of the paper's ``PROFILES`` sizes the run (``smoke``, ``default``,
+            ``paper``); the notebook of the paper reads the same table.
+        n_users: Users (agents, simulated users) of the run; ``None``: the profile's.
+        methods: Methods to compare, of the paper's ``METHODS`` (``rank``: its ``RANKERS``);
+            ``None`` or empty: all of them.
         client: LLM client (``None``: the process-wide one, :func:`get_client`).
         log: Also receives every call of the run (the run's own log is in ``PaperRun.log``).
         progress: Show progress bars, where the paper's steps have them.
         n_boot: Bootstrap resamples of the 95% intervals.
         training: The classic model's training settings
-            (:class:`~recagents.baselines.TrainConfig`) where the paper trains one; else unused.
+            (:class:`~recagents.baselines.TrainConfig`) where the paper trains one; ``None``:
+            the profile's.
     """
 
+    profile: str = "default"
     n_users: int | None = None
     methods: Sequence[str] | None = None
     client: LLMClient | None = None
@@ -231,9 +220,19 @@ class RunOptions:
     n_boot: int = 1000
     training: Any | None = None
 
-    def users(self, default: int) -> int:
-        """``n_users``, or the entry module's ``default`` when it is ``None``."""
-        return default if self.n_users is None else self.n_users
+    def sizes(self, profiles: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        """The chosen profile's sizes from a paper's ``PROFILES``.
+
+        Raises:
+            ValueError: An unknown profile (the message lists the known ones).
+        """
+        if self.profile not in profiles:
+            raise ValueError(f"unknown profile {self.profile!r}; choose from {sorted(profiles)}")
+        return profiles[self.profile]
+
+    def users(self, profiles: Mapping[str, Mapping[str, Any]], key: str) -> int:
+        """``n_users``, or the profile's size ``key`` when it is ``None``."""
+        return int(self.sizes(profiles)[key]) if self.n_users is None else self.n_users
 
     def chosen_methods(
         self, paper: str, choices: Sequence[str], default: Sequence[str] | None = None
@@ -313,22 +312,102 @@ class PaperRun:
         return "\n".join(lines)
 
 
+#: Per-user status of a method's ranking: ``ok`` (a model score), ``complete`` (a full reply),
+#: ``repaired`` (a partial reply, completed), ``failed`` (an unusable reply, ranked by the
+#: documented fallback and counted).
+STATUSES = ("ok", "complete", "repaired", "failed")
+
+
 @dataclass
-class CandidateRanking:
-    """One method's ranking of shared candidates, as the papers' ``entry.rank`` return it.
+class Ranking:
+    """One method's ranking of shared candidates: what every ``rank`` returns, per method.
 
     Attributes:
+        method: The method's name (on the cross-paper leaderboard).
         frame: ``[user_id, item_id, score, rank]`` over exactly the candidates given.
-        status: ``[user_id, status]`` per user (``complete``, ``repaired`` or ``failed``).
+        status: ``[user_id, status]`` per user, one of :data:`STATUSES`.
         log: Every LLM call it made (training included, where the method trains).
         wall_seconds: Wall time, training included.
         note: How the frame was made, where it differs from the method's own output.
         extra: The method's own outputs (e.g. AFL's rounds), for inspection.
     """
 
+    method: str
     frame: pd.DataFrame
     status: pd.DataFrame
     log: RunLog
     wall_seconds: float
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> pd.DataFrame:
+        """The log's calls as a frame (one row per call)."""
+        return self.log.calls_frame()
+
+    def status_counts(self) -> dict[str, int]:
+        """Users per status; ``failed`` are unusable replies, counted and still ranked."""
+        counts = self.status["status"].value_counts()
+        return {name: int(counts.get(name, 0)) for name in STATUSES}
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """The shared candidates a paper's ``rank`` orders: the cross-paper protocol's plain parts.
+
+    Attributes:
+        dataset: The full dataset (titles, genres, user features).
+        split: The leave-one-out split the candidates come from.
+        candidates: ``[user_id, item_id, label, position]``: one target and the same negatives
+            for every method, in display order.
+        seed: Seeds every draw a method makes.
+    """
+
+    dataset: Dataset
+    split: Split
+    candidates: pd.DataFrame
+    seed: int = 0
+
+
+# --------------------------------------------------------------------------- the plug-in contract
+
+
+@runtime_checkable
+class Paper(Protocol):
+    """What a paper's ``recagents.papers.<name>.entry`` module provides: the plug-in contract.
+
+    The entry module itself satisfies this protocol (module attributes and functions);
+    :func:`recagents.papers.registry` finds every paper's and checks it. The cross-paper
+    comparison, the benchmarks, the report and the tests use only these names.
+
+    Attributes:
+        PAPER: The paper's name, e.g. ``"AFL"``.
+        NOTEBOOK: Its notebook's stem, e.g. ``"03_afl"``.
+        DATASET: The dataset its notebook runs by default (a :func:`recagents.data.load_dataset`
+            name).
+        METHODS: The methods ``run`` compares.
+        RANKERS: The methods ``rank`` can put on shared candidates (empty: none).
+        TABLES: The tables of :attr:`PaperRun.tables` that ``run`` returns.
+        PROFILES: Sizes per profile (``smoke``, ``default``, ``paper``), read by the notebook
+            and by ``run`` alike.
+    """
+
+    PAPER: str
+    NOTEBOOK: str
+    DATASET: str
+    METHODS: tuple[str, ...]
+    RANKERS: tuple[str, ...]
+    TABLES: tuple[str, ...]
+    PROFILES: Mapping[str, Mapping[str, Any]]
+
+    def run(
+        self, dataset: Dataset, config: Any = None, options: RunOptions | None = None
+    ) -> PaperRun:
+        """The paper's experiment in one call, as its notebook runs it."""
+        ...
+
+    def rank(
+        self, task: RankTask, config: Any = None, options: RunOptions | None = None
+    ) -> dict[str, Ranking]:
+        """``options.methods`` of :attr:`RANKERS` on the shared candidates, by method name."""
+        ...

@@ -9,8 +9,6 @@ validation never checks a ``format``) and then hands every argument to papermill
 
 from __future__ import annotations
 
-__all__ = ["main"]
-
 
 def main() -> None:
     """Run papermill's command line (``sys.argv``), with jsonschema imported lightly first."""

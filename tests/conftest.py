@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from recagents.data import Dataset, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import Dataset
 
 TINY_PATH = Path(__file__).resolve().parent / "fixtures" / "tiny"
 

@@ -6,13 +6,13 @@ of the paper packages (the classic RecBole baselines, a zero-shot LLM ranker, Ag
 mode) is run on one :class:`Protocol` and turned into the project's long frame
 ``[user_id, item_id, score, rank]`` over exactly the protocol's candidates, with the calls it
 made (a :class:`~recagents.llm.runlog.RunLog`), its wall time and, per user, whether its reply
-was usable. Unusable replies are counted in :attr:`MethodRun.status`, never dropped: the user
+was usable. Unusable replies are counted in :attr:`Ranking.status`, never dropped: the user
 keeps a ranking (the repair rule of :func:`recagents.protocol.ranking_frame`) and is scored.
 
 Modules, in the order a run uses them:
 
 - ``protocol``: :func:`shared_protocol`, the single leave-one-out split, saved candidate sets
-  and user sample every method ranks (:class:`Protocol`); :class:`MethodRun`,
+  and user sample every method ranks (:class:`Protocol`); :class:`Ranking`,
   :func:`check_frame` and :func:`status_table`.
 - ``adapters``: one per method, :func:`run_baseline`, :func:`run_llm_ranker`,
   :func:`run_agentcf` (with :func:`agentcf_subset`), :func:`run_afl` (with the pure
@@ -37,14 +37,12 @@ places the other candidates in display order around it.
 """
 
 from recagents.compare.adapters import (
-    afl_frame,
     agentcf_subset,
     run_afl,
     run_agentcf,
     run_baseline,
     run_interecagent,
     run_llm_ranker,
-    target_rank_frame,
 )
 from recagents.compare.bias import (
     ORDERS,
@@ -64,20 +62,21 @@ from recagents.compare.cost import (
 from recagents.compare.leaderboard import leaderboard
 from recagents.compare.protocol import (
     CLASSIC,
-    STATUSES,
-    MethodRun,
     Protocol,
     check_frame,
     shared_protocol,
     status_table,
 )
+from recagents.papers.afl.entry import afl_frame
+from recagents.papers.interecagent.entry import target_rank_frame
+from recagents.protocol import STATUSES, Ranking
 
 __all__ = [
     "CLASSIC",
     "COST_QUANTITIES",
     "ORDERS",
     "STATUSES",
-    "MethodRun",
+    "Ranking",
     "Protocol",
     "afl_frame",
     "agentcf_subset",

@@ -1,6 +1,6 @@
 """Adapters: every method run on one :class:`~recagents.compare.protocol.Protocol`.
 
-One function per method turns its output into a :class:`~recagents.compare.protocol.MethodRun`
+One function per method turns its output into a :class:`~recagents.protocol.Ranking`
 over exactly the protocol's candidates: :func:`run_baseline` (the classic RecBole baselines
 and Random), :func:`run_llm_ranker` (a zero-shot LLM ranker with AgentCF's LLMRank prompt),
 :func:`run_agentcf` (AgentCF B / B+H / B+R, on :func:`agentcf_subset`), :func:`run_afl`
@@ -11,12 +11,13 @@ pure :func:`target_rank_frame`).
 The paper methods are composed in each paper's own entry module
 (``recagents.papers.<paper>.entry.rank``, which takes the protocol's plain parts: dataset,
 split, candidates); an adapter here only hands them over and wraps the
-:class:`~recagents.protocol.CandidateRanking` it gets back, so the comparison never touches
+:class:`~recagents.protocol.Ranking` it gets back, so the comparison never touches
 a paper's internals. The deviations each method makes are documented at its ``rank``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,36 +25,20 @@ from typing import Any
 
 from recagents import baselines as baselines_module
 from recagents.columns import ITEM, RANK, SCORE, USER
-from recagents.compare.protocol import CLASSIC, MethodRun, Protocol, _all_ok
+from recagents.compare.protocol import CLASSIC, Protocol, _all_ok
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.papers.afl import AFLConfig
 from recagents.papers.afl import entry as afl_entry
-from recagents.papers.afl.entry import afl_frame
 from recagents.papers.agentcf import AgentCFConfig, Subset
 from recagents.papers.agentcf import entry as agentcf_entry
 from recagents.papers.interecagent import entry as interecagent_entry
-from recagents.papers.interecagent.entry import target_rank_frame
-from recagents.protocol import CandidateRanking
-
-__all__ = [
-    "afl_frame",
-    "agentcf_subset",
-    "run_afl",
-    "run_agentcf",
-    "run_baseline",
-    "run_interecagent",
-    "run_llm_ranker",
-    "target_rank_frame",
-]
+from recagents.protocol import Ranking
 
 
-def _method_run(method: str, ranking: CandidateRanking) -> MethodRun:
+def _method_run(method: str, ranking: Ranking) -> Ranking:
     """A paper's ranking of the protocol's candidates, under its name on the leaderboard."""
-    return MethodRun(
-        method, ranking.frame, ranking.log, ranking.wall_seconds, ranking.status, ranking.note,
-        extra=ranking.extra,
-    )  # fmt: skip
+    return dataclasses.replace(ranking, method=method)
 
 
 # --------------------------------------------------------------------------- classic baselines
@@ -66,7 +51,7 @@ def run_baseline(
     params: dict[str, Any] | None = None,
     seed: int = 0,
     cache_dir: Path | None = None,
-) -> MethodRun:
+) -> Ranking:
     """A classic baseline's scores of the protocol's candidates.
 
     ``Random`` is :func:`recagents.baselines.random_scores`; every other model is trained on
@@ -98,7 +83,7 @@ def run_baseline(
         note = f"best epoch {fitted.best_epoch}" if fitted.valid_curve else "no training epochs"
     frame = frame[[USER, ITEM, SCORE, RANK]].reset_index(drop=True)
     wall = time.perf_counter() - started
-    return MethodRun(model, frame, RunLog(), wall, _all_ok(protocol.candidates), note)
+    return Ranking(model, frame, _all_ok(protocol.candidates), RunLog(), wall, note)
 
 
 # --------------------------------------------------------------------------- LLM rankers
@@ -125,12 +110,12 @@ def run_llm_ranker(
     history_len: int = 10,
     config: AgentCFConfig | None = None,
     method: str = "Zero-shot LLM",
-) -> MethodRun:
+) -> Ranking:
     """The zero-shot LLM ranker: AgentCF's LLMRank-style prompt, no agents, no training.
 
     :func:`recagents.papers.agentcf.entry.rank_zero_shot` on the protocol's candidates: each
     user's last ``history_len`` titles and the candidates in display order; an unusable
-    reply is ``failed`` in :attr:`MethodRun.status` and its user ranked at random.
+    reply is ``failed`` in :attr:`Ranking.status` and its user ranked at random.
 
     Args:
         protocol: The shared protocol.
@@ -154,7 +139,7 @@ def run_agentcf(
     client: LLMClient | None = None,
     embed: Any | None = None,
     progress: bool = False,
-) -> dict[str, MethodRun]:
+) -> dict[str, Ranking]:
     """AgentCF trained on the protocol's users, then each variant ranking their candidates.
 
     :func:`recagents.papers.agentcf.entry.rank`: trained once by collaborative reflection on
@@ -194,7 +179,7 @@ def run_afl(
     limits: Mapping[str, int] | None = None,
     config: AFLConfig | None = None,
     client: LLMClient | None = None,
-) -> dict[str, MethodRun]:
+) -> dict[str, Ranking]:
     """The AFL recommendation agent alone and in its feedback loop, on the shared candidates.
 
     :func:`recagents.papers.afl.entry.rank`: the tool model (a trained SASRec on the
@@ -230,7 +215,7 @@ def run_interecagent(
     sim: Any | None = None,
     embed: Any | None = None,
     method: str = "InteRecAgent",
-) -> MethodRun:
+) -> Ranking:
     """InteRecAgent in one-turn mode, ranking the shared 1 + 19 candidates.
 
     :func:`recagents.papers.interecagent.entry.rank` on the protocol's users, split, seed

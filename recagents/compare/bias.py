@@ -15,17 +15,8 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, RANK, USER
-from recagents.compare.protocol import MethodRun, Protocol
-from recagents.data import POSITION
-
-__all__ = [
-    "ORDERS",
-    "gini",
-    "popularity_bias",
-    "position_sensitivity",
-    "reorder_candidates",
-    "shared_rankers",
-]
+from recagents.compare.protocol import Protocol, Ranking
+from recagents.data.datasets import POSITION
 
 #: The orders :func:`position_sensitivity` knows.
 ORDERS = ("given", "reversed", "shuffled")
@@ -204,7 +195,7 @@ def position_sensitivity(
 
 
 def shared_rankers(
-    run_methods: Callable[[Protocol], Mapping[str, MethodRun]],
+    run_methods: Callable[[Protocol], Mapping[str, Ranking]],
     protocol: Protocol,
     methods: Sequence[str],
     context: Protocol | None = None,
@@ -239,7 +230,7 @@ def shared_rankers(
     """
     if context is not None and not set(protocol.users) <= set(context.users):
         raise ValueError("context must hold every user of the probed protocol")
-    runs_by_order: dict[tuple[Any, ...], Mapping[str, MethodRun]] = {}
+    runs_by_order: dict[tuple[Any, ...], Mapping[str, Ranking]] = {}
 
     def ranker(method: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
         def rank(candidates: pd.DataFrame) -> pd.DataFrame:

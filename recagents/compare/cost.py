@@ -16,18 +16,10 @@ from typing import Any, Literal
 import pandas as pd
 
 from recagents.columns import USER
-from recagents.compare.protocol import MethodRun, Protocol, shared_protocol
-from recagents.data import Dataset
+from recagents.compare.protocol import Protocol, Ranking, shared_protocol
+from recagents.data.datasets import Dataset
 from recagents.llm.cache import PRICES
 from recagents.llm.runlog import cost_table
-
-__all__ = [
-    "COST_QUANTITIES",
-    "cost_per_user",
-    "cost_scaling",
-    "scaling_figure",
-    "scaling_runner",
-]
 
 #: What :func:`cost_per_user` and :func:`cost_scaling` report per method.
 COST_QUANTITIES = ("calls", "failed", "prompt_tokens", "completion_tokens", "endpoint_s", "wall_s")
@@ -89,7 +81,7 @@ def cost_per_user(
 
 
 def cost_scaling(
-    measure: Callable[[int, int], Mapping[str, MethodRun]],
+    measure: Callable[[int, int], Mapping[str, Ranking]],
     sizes: Sequence[tuple[int, int]],
     price_model: str = "gpt-4o-mini",
 ) -> pd.DataFrame:
@@ -97,7 +89,7 @@ def cost_scaling(
 
     ``measure(n_users, n_candidates)`` runs the methods at one size (e.g. builds
     :func:`shared_protocol` with ``n_negatives = n_candidates - 1`` and calls the adapters)
-    and returns one :class:`MethodRun` per method; :func:`cost_per_user` costs each size.
+    and returns one :class:`Ranking` per method; :func:`cost_per_user` costs each size.
 
     Args:
         measure: Runs every method at one size.
@@ -115,7 +107,7 @@ def cost_scaling(
             {name: run.calls for name, run in runs.items()},
             {name: run.status[USER].nunique() or n_users for name, run in runs.items()},
             price_model,
-            wall_s={name: run.wall_s for name, run in runs.items()},
+            wall_s={name: run.wall_seconds for name, run in runs.items()},
         )
         for record in table.to_dict("records"):
             for quantity in (*COST_QUANTITIES, "usd"):
@@ -133,11 +125,11 @@ def cost_scaling(
 
 def scaling_runner(
     dataset: Dataset,
-    adapters: Mapping[str, Callable[[Protocol], MethodRun | Mapping[str, MethodRun]]],
+    adapters: Mapping[str, Callable[[Protocol], Ranking | Mapping[str, Ranking]]],
     seed: int = 0,
     cache_dir: Path | None = None,
     within: Protocol | None = None,
-) -> Callable[[int, int], dict[str, MethodRun]]:
+) -> Callable[[int, int], dict[str, Ranking]]:
     """A ``measure`` for :func:`cost_scaling`: a protocol per size, then every adapter.
 
     With ``within`` (the run the costs are about), a size with its candidate count and at
@@ -158,7 +150,7 @@ def scaling_runner(
         ``measure(n_users, n_candidates)`` -> method name -> run.
     """
 
-    def measure(n_users: int, n_candidates: int) -> dict[str, MethodRun]:
+    def measure(n_users: int, n_candidates: int) -> dict[str, Ranking]:
         if (
             within is not None
             and n_candidates == within.n_negatives + 1
@@ -167,10 +159,10 @@ def scaling_runner(
             protocol = within.for_users(within.users[:n_users])
         else:
             protocol = shared_protocol(dataset, seed, n_users, n_candidates - 1, cache_dir)
-        runs: dict[str, MethodRun] = {}
+        runs: dict[str, Ranking] = {}
         for name, adapter in adapters.items():
             result = adapter(protocol)
-            runs.update({name: result} if isinstance(result, MethodRun) else dict(result))
+            runs.update({name: result} if isinstance(result, Ranking) else dict(result))
         return runs
 
     return measure

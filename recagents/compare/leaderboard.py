@@ -15,8 +15,6 @@ import pandas as pd
 from recagents.compare.protocol import CLASSIC
 from recagents.metrics import compare_to_reference, ranking_metrics, summarize_methods
 
-__all__ = ["leaderboard"]
-
 
 def leaderboard(
     frames: Mapping[str, pd.DataFrame],

@@ -1,8 +1,8 @@
 """The one protocol every method ranks, and the record of one method's run on it.
 
 :func:`shared_protocol` makes the single leave-one-out split, saved candidate sets and user
-sample (:class:`Protocol`); :class:`MethodRun` holds one method's ranking of those candidates
-with its calls, wall time and per-user reply status; :func:`check_frame` and
+sample (:class:`Protocol`); a :class:`~recagents.protocol.Ranking` holds one method's ranking
+of those candidates with its calls, wall time and per-user reply status; :func:`check_frame` and
 :func:`status_table` check and count them. Every other module of :mod:`recagents.compare`
 builds on these.
 """
@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from recagents import baselines as baselines_module
 from recagents.columns import ITEM, RANK, USER
-from recagents.data import (
+from recagents.data.datasets import (
     POSITION,
     Dataset,
     Split,
@@ -27,25 +26,10 @@ from recagents.data import (
     leave_one_out,
     subsample_users,
 )
-from recagents.llm.runlog import RunLog
-
-__all__ = [
-    "CLASSIC",
-    "STATUSES",
-    "MethodRun",
-    "Protocol",
-    "check_frame",
-    "shared_protocol",
-    "status_table",
-]
+from recagents.protocol import STATUSES, Ranking
 
 #: The classic baselines: ``Random`` needs no training, the rest are RecBole models.
 CLASSIC = ("Random", *baselines_module.MODELS)
-
-#: Per-user status of a method's ranking: ``ok`` (a model score), ``complete`` (a full reply),
-#: ``repaired`` (a partial reply, completed), ``failed`` (an unusable reply, ranked by the
-#: documented fallback and counted).
-STATUSES = ("ok", "complete", "repaired", "failed")
 
 
 # --------------------------------------------------------------------------- protocol
@@ -107,7 +91,7 @@ def shared_protocol(
 ) -> Protocol:
     """One leave-one-out split, one saved candidate-set frame and one user sample.
 
-    The candidates are :func:`recagents.data.candidate_sets` of the whole split (saved under
+    The candidates are :func:`candidate_sets` of the whole split (saved under
     ``cache_dir``, keyed by the split's fingerprint, size and seed), so InteRecAgent's
     one-turn evaluation, which draws them the same way, ranks the very same lists.
 
@@ -133,39 +117,7 @@ def shared_protocol(
 # --------------------------------------------------------------------------- method runs
 
 
-@dataclass
-class MethodRun:
-    """One method's ranking of the protocol's candidates, and what it cost.
-
-    Attributes:
-        method: The method's name on the leaderboard.
-        frame: ``[user_id, item_id, score, rank]`` over exactly the protocol's candidates.
-        log: Every LLM call (empty for the classic baselines).
-        wall_s: Wall time of the whole adapter (training included).
-        status: ``[user_id, status]`` (one of :data:`STATUSES`) per user.
-        note: How the frame was made, where it differs from the method's own output.
-    """
-
-    method: str
-    frame: pd.DataFrame
-    log: RunLog
-    wall_s: float
-    status: pd.DataFrame
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def calls(self) -> pd.DataFrame:
-        """The log's calls as a frame (one row per call)."""
-        return self.log.calls_frame()
-
-    def status_counts(self) -> dict[str, int]:
-        """Users per status; ``failed`` are unusable replies, counted and still ranked."""
-        counts = self.status["status"].value_counts()
-        return {name: int(counts.get(name, 0)) for name in STATUSES}
-
-
-def status_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
+def status_table(runs: Mapping[str, Ranking]) -> pd.DataFrame:
     """Users per reply status and method: how many replies were unusable, beside the note.
 
     Returns:

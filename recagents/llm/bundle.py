@@ -58,29 +58,6 @@ from recagents.llm.schemas import validate_json
 from recagents.llm.secret_scan import find_secrets
 from recagents.resources import import_jsonschema
 
-__all__ = [
-    "FORMAT",
-    "FORMAT_VERSION",
-    "MANIFEST_SCHEMA",
-    "MAX_BUNDLE_BYTES",
-    "MAX_DEPTH",
-    "MAX_ENTRIES",
-    "MAX_ENTRY_BYTES",
-    "MAX_LATENCY_S",
-    "MAX_MANIFEST_BYTES",
-    "MAX_TOKENS",
-    "REPLAY_ENV",
-    "BundleError",
-    "Replay",
-    "ReplayMissError",
-    "describe_bundle",
-    "endpoint_host",
-    "export_bundle",
-    "import_bundle",
-    "read_bundle",
-    "start_replay",
-]
-
 FORMAT = "recagents-reply-bundle"
 """The ``format`` field of every manifest."""
 

@@ -38,22 +38,6 @@ from typing import Any, TypeVar
 from recagents.config import ConfigError
 from recagents.llm.secret_scan import env_secrets_in, is_credential_name
 
-__all__ = [
-    "CREDENTIAL_KEYS",
-    "KEYLOG_ENV",
-    "PRICES",
-    "SCHEMA_VERSION",
-    "CacheError",
-    "CacheLockedError",
-    "CacheTotals",
-    "CacheVersionError",
-    "CachedReply",
-    "ResponseCache",
-    "canonical_json",
-    "price_for",
-    "request_key",
-]
-
 SCHEMA_VERSION = 1
 """Stored in the file's ``PRAGMA user_version``; a file of another version is refused."""
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import logging
 import re
 
-__all__ = ["HTTP_LOGGERS", "MASK", "RedactingFilter", "redact_http_logs", "redact_url"]
-
 #: What a credential is replaced with.
 MASK = "***"
 

@@ -25,8 +25,6 @@ from typing import Any
 from recagents.llm.cache import request_key
 from recagents.llm.client import ChatRequest, LLMClient
 
-__all__ = ["Regeneration", "chat_request", "regenerate", "sample_chat_entries"]
-
 #: Fields of a cached chat request's ``sampling`` that :class:`ChatRequest` takes back.
 _SAMPLING_FIELDS = ("temperature", "max_tokens", "seed", "top_p", "stop")
 

@@ -21,8 +21,6 @@ import pandas as pd
 from recagents.llm.cache import PRICES
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
 
-__all__ = ["CALL_COLUMNS", "RunContext", "RunLog", "ask", "ask_each", "cost_table"]
-
 #: The columns of :meth:`RunLog.calls_frame`.
 CALL_COLUMNS = (
     "phase",

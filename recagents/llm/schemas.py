@@ -21,17 +21,6 @@ from typing import Any
 
 from recagents.resources import import_jsonschema
 
-__all__ = [
-    "MAX_JSON_CHARS",
-    "MAX_JSON_DEPTH",
-    "MAX_JSON_NUMBER_CHARS",
-    "ReplyTooComplex",
-    "list_schema",
-    "parse_json_bounded",
-    "validate_json",
-    "verdict_schema",
-]
-
 #: Deepest nesting of arrays and objects a parsed reply may have. The papers' replies nest
 #: a few levels deep; Python's JSON decoder recurses once per level and fails
 #: with ``RecursionError`` near 1,000, so the bound is checked before it decodes.

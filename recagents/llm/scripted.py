@@ -24,8 +24,6 @@ from recagents.llm.client import ChatRequest, ChatResult, Usage
 from recagents.llm.schemas import validate_json
 from recagents.resources import import_jsonschema
 
-__all__ = ["PASS", "ScriptedClient"]
-
 #: What a policy returns for a request it does not answer (it goes to the fallback client).
 PASS = object()
 

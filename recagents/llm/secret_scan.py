@@ -37,8 +37,6 @@ import os
 import re
 from typing import Any
 
-__all__ = ["MIN_SECRET_CHARS", "env_secrets_in", "find_secrets", "is_credential_name"]
-
 MIN_SECRET_CHARS = 8
 """Values of secret-named environment variables shorter than this are not looked for."""
 

@@ -18,15 +18,6 @@ from typing import Any
 
 from recagents.llm.schemas import parse_json_bounded
 
-__all__ = [
-    "GRAMMAR_MAX_LENGTH",
-    "MAX_RETRY_AFTER_S",
-    "MAX_TOKEN_COUNT",
-    "parse_json_reply",
-    "response_format",
-    "retry_after_seconds",
-]
-
 #: Most seconds one ``Retry-After`` may make us wait.
 MAX_RETRY_AFTER_S = 60.0
 

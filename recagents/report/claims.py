@@ -12,22 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = [
-    "DIRECTION_ONLY",
-    "INCONCLUSIVE",
-    "NOT_COMPARABLE",
-    "NOT_REPRODUCED",
-    "NOT_RUN",
-    "PERSPECTIVE",
-    "PROTOCOL_CHECK",
-    "REPRODUCED",
-    "VERDICTS",
-    "Claim",
-    "NotebookInfo",
-    "PaperRef",
-    "RecordRef",
-]
-
 REPRODUCED = "reproduced"
 DIRECTION_ONLY = "direction only"
 INCONCLUSIVE = "inconclusive (underpowered)"

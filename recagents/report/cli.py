@@ -30,8 +30,6 @@ from recagents.report.published import (
 )
 from recagents.resources import import_jsonschema
 
-__all__ = ["main"]
-
 
 def _expected_notebooks(build_dir: Path, source_dir: Path | None) -> list[Path]:
     """The executed notebooks expected in ``build_dir``: one per source notebook."""

@@ -43,8 +43,6 @@ from recagents.report.verdicts import (
     judge_sample_size,
 )
 
-__all__ = ["Outcome", "RunInfo", "evaluate_claim", "evaluate_claims", "read_run"]
-
 
 @dataclass
 class RunInfo:

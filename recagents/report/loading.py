@@ -24,19 +24,6 @@ from typing import Any
 from recagents.report.claims import Claim, NotebookInfo, PaperRef, RecordRef
 from recagents.resources import ResourceError, read_resource, resource
 
-__all__ = [
-    "CLAIMS_SCHEMA",
-    "CLAIM_RULES",
-    "NOTEBOOKS_SCHEMA",
-    "VERDICT_RULES_SCHEMA",
-    "ResourceError",
-    "load_claims",
-    "load_notebooks",
-    "load_verdict_rules",
-    "read_resource",
-    "resource",
-]
-
 #: The rules a claim can name (``Claim.rule``); each has its text in ``verdict_rules.json``.
 CLAIM_RULES = ("contains", "at_least", "greater", "above", "no_amplification", "matches")
 

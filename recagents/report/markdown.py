@@ -18,8 +18,6 @@ from recagents.report.claims import NOT_RUN, VERDICTS, Claim
 from recagents.report.evaluate import Outcome, RunInfo, evaluate_claims, read_run
 from recagents.report.loading import load_notebooks, load_verdict_rules
 
-__all__ = ["CROSS_PAPER", "build_reproduction", "cross_paper_section", "write_reproduction"]
-
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")

@@ -23,8 +23,6 @@ from pathlib import Path
 from recagents.report.evaluate import _first_heading
 from recagents.report.loading import load_notebooks
 
-__all__ = ["FIGURE_SUFFIXES", "publishable", "render_html"]
-
 FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
 
 _INDEX_STYLE = """

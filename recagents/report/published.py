@@ -26,16 +26,6 @@ from typing import Any
 
 from recagents.notebook import read_records
 
-__all__ = [
-    "PUBLISHED",
-    "collect_records",
-    "explain_stale",
-    "fingerprint",
-    "record_differences",
-    "stale_files",
-    "write_records",
-]
-
 PUBLISHED = ("figures", "docs", "REPRODUCTION.md", "replies/default.bundle")
 """What ``make reproduce`` publishes, relative to the repository root."""
 

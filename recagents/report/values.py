@@ -17,8 +17,6 @@ from typing import Any
 
 from recagents.report.claims import PaperRef, RecordRef
 
-__all__ = ["Estimate", "MissingRecord", "PaperValue", "paper_value", "resolve_key"]
-
 _NUMBER = re.compile(r"[-+]?\d*\.?\d+")
 
 

@@ -23,18 +23,6 @@ from recagents.report.claims import (
 )
 from recagents.report.values import Estimate
 
-__all__ = [
-    "Verdict",
-    "difference_half_width",
-    "judge_above",
-    "judge_at_least",
-    "judge_contains",
-    "judge_greater",
-    "judge_matches",
-    "judge_no_amplification",
-    "judge_sample_size",
-]
-
 
 @dataclass(frozen=True)
 class Verdict:

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recagents import baselines, data
+from recagents import baselines
 from recagents.columns import ITEM, LABEL, USER
 from recagents.config import settings
-from recagents.data import POSITION
+from recagents.data import datasets
+from recagents.data.datasets import POSITION
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
@@ -65,13 +66,13 @@ def _check_dialogues(rounds, samples, limit, calls):
 
 
 def test_feedback_loop_mechanics_and_replay(tiny, tmp_path, client):
-    split = data.leave_one_out(tiny)
+    split = datasets.leave_one_out(tiny)
     model = baselines.train_baseline(
         "SASRec", split, QUICK, cache_dir=tmp_path / "models", progress=False
     )
     config = afl.AFLConfig(n_candidates=10, max_rounds=2)
-    users = data.subsample_users(split, 2, seed=0)
-    candidates = data.sample_candidates(split, config.n_candidates - 1, seed=config.seed,
+    users = datasets.subsample_users(split, 2, seed=0)
+    candidates = datasets.sample_candidates(split, config.n_candidates - 1, seed=config.seed,
                                         users=users)  # fmt: skip
     histories = afl.recent_histories(split.history("test"), users, config.history_length)
     scored = afl.tool_scores(model, candidates, histories)
@@ -81,7 +82,7 @@ def test_feedback_loop_mechanics_and_replay(tiny, tmp_path, client):
     for s in samples:
         assert len(s.candidates) == 10 and s.target in s.candidates
         assert s.prior == max(s.candidates, key=s.scores.get)
-    titles = data.item_text(tiny.items, with_genres=False).to_dict()
+    titles = datasets.item_text(tiny.items, with_genres=False).to_dict()
 
     log = RunLog()
     rounds = afl.feedback_loop(samples, titles, config, client, log, keep_prompts=[users[0]])
@@ -109,7 +110,7 @@ def test_user_simulation_path(tiny, tmp_path, client):
     model = baselines.train_baseline(
         "SASRec", split, QUICK, cache_dir=tmp_path / "models", progress=False
     )
-    users = data.subsample_users(split, 1, seed=0)
+    users = datasets.subsample_users(split, 1, seed=0)
     raw = afl.user_sim_sets(split, window, None, users, config)
     histories = afl.recent_histories(split.history("test"), users, config.history_length)
     step1_scores = afl.tool_scores(model, afl.step1_candidates(raw), histories)
@@ -121,7 +122,7 @@ def test_user_simulation_path(tiny, tmp_path, client):
         assert s.prior == max(known, key=known.get)
     assert sets.judged.groupby(LABEL).size().to_dict() == {0: 3, 1: 3}
 
-    titles = data.item_text(tiny.items, with_genres=False).to_dict()
+    titles = datasets.item_text(tiny.items, with_genres=False).to_dict()
     log = RunLog()
     rounds = afl.feedback_loop(sets.step1, titles, config, client, log,
                                max_rounds=config.user_rounds, phase="user-sim step 1")  # fmt: skip

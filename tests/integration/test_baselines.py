@@ -6,14 +6,15 @@ import threading
 import numpy as np
 import pytest
 
-from recagents import baselines, data, locks
+from recagents import baselines, locks
 from recagents.columns import ITEM, LABEL, RANK, SCORE, USER
+from recagents.data import datasets, load_dataset
 
 
 @pytest.fixture(scope="module")
 def small_split():
-    dataset = data.sample_users(data.load_dataset("ml-100k"), 60, seed=1)
-    return data.leave_one_out(dataset)
+    dataset = datasets.sample_users(load_dataset("ml-100k"), 60, seed=1)
+    return datasets.leave_one_out(dataset)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_each_model_scores_candidates_and_recommends(name, small_split, module_c
     model = baselines.train_baseline(
         name, small_split, quick, cache_dir=module_cache, progress=False
     )
-    candidates = data.sample_candidates(small_split, 9, seed=0)
+    candidates = datasets.sample_candidates(small_split, 9, seed=0)
     ranked = model.score(candidates)
     assert list(ranked.columns[:4]) == [USER, ITEM, SCORE, RANK]
     assert len(ranked) == len(candidates)
@@ -50,7 +51,7 @@ def test_second_training_call_is_a_cache_hit_with_identical_scores(small_split, 
     first = baselines.train_baseline("BPR", small_split, quick, cache_dir=tmp_path, progress=False)
     second = baselines.train_baseline("BPR", small_split, quick, cache_dir=tmp_path, progress=False)
     assert not first.from_cache and second.from_cache
-    candidates = data.sample_candidates(small_split, 9, seed=3)
+    candidates = datasets.sample_candidates(small_split, 9, seed=3)
     assert first.score(candidates)[SCORE].tolist() == second.score(candidates)[SCORE].tolist()
     assert not list(tmp_path.glob("recbole/models/BPR-*/*.pth")), "no pickles are cached"
     (weights,) = tmp_path.glob("recbole/models/BPR-*/weights.pt")
@@ -113,8 +114,8 @@ def test_training_leaves_no_files_in_the_working_directory(small_split, tmp_path
 
 
 def test_random_scores_are_seeded_and_near_chance():
-    split = data.leave_one_out(data.load_dataset("ml-100k"))
-    candidates = data.sample_candidates(split, 9, seed=0)
+    split = datasets.leave_one_out(load_dataset("ml-100k"))
+    candidates = datasets.sample_candidates(split, 9, seed=0)
     first = baselines.random_scores(candidates, seed=5)
     assert first.equals(baselines.random_scores(candidates, seed=5))
     positives = first.merge(candidates[candidates[LABEL] == 1], on=[USER, ITEM])
@@ -127,7 +128,7 @@ def test_bad_requests_fail_clearly(small_split, module_cache, quick):
     model = baselines.train_baseline(
         "Pop", small_split, quick, cache_dir=module_cache, progress=False
     )
-    candidates = data.sample_candidates(small_split, 9, seed=0)
+    candidates = datasets.sample_candidates(small_split, 9, seed=0)
     candidates.loc[0, ITEM] = "no-such-item"
     with pytest.raises(baselines.BaselineError, match="unknown to the model"):
         model.score(candidates)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from recagents import baselines, data, locks
+from recagents import baselines, locks
 from recagents.columns import SCORE
+from recagents.data import datasets, load_dataset
 
 TINY_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 
@@ -34,7 +35,7 @@ class _Touch:
 
 @pytest.fixture(scope="module")
 def split():
-    return data.leave_one_out(data.load_dataset(TINY_PATH))
+    return datasets.leave_one_out(load_dataset(TINY_PATH))
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def _workdir(cache, model):
 
 
 def _scores(model, split):
-    return model.score(data.sample_candidates(split, 9, seed=0))[SCORE].tolist()
+    return model.score(datasets.sample_candidates(split, 9, seed=0))[SCORE].tolist()
 
 
 def test_training_writes_no_pickles(split, quick, tmp_path):

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recagents import baselines, data
+from recagents import baselines
 from recagents.baselines import BaselineError
 from recagents.columns import ITEM, SCORE, USER
+from recagents.data import datasets, load_dataset
 from recagents.papers import afl
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
@@ -26,7 +27,7 @@ MAX_LEN = baselines.MODEL_DEFAULTS["SASRec"]["MAX_ITEM_LIST_LENGTH"]
 
 @pytest.fixture(scope="module")
 def split():
-    return data.leave_one_out(data.load_dataset(TINY))
+    return datasets.leave_one_out(load_dataset(TINY))
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,7 @@ def test_item_index(sasrec, split, histories):
     with pytest.raises(BaselineError, match="unknown"):
         sasrec.item_index(items)
     # the columns index the score matrices: they agree with the model's own candidate scores
-    candidates = data.sample_candidates(split, 5, seed=0)
+    candidates = datasets.sample_candidates(split, 5, seed=0)
     scored = sasrec.score(candidates)
     users = list(histories)
     matrix = sasrec.full_scores(users, "test")

@@ -17,7 +17,8 @@ import pytest
 
 from recagents.baselines import Baseline, BaselineError, TrainConfig, train_baseline
 from recagents.columns import ITEM, RANK, SCORE, USER
-from recagents.data import Split, leave_one_out, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import Split, leave_one_out
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 K = 10

@@ -13,7 +13,7 @@ import pytest
 
 from recagents import compare as cp
 from recagents.config import settings
-from recagents.data import Dataset
+from recagents.data.datasets import Dataset
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
 

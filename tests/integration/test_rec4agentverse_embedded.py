@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from recagents.config import settings
-from recagents.data import leave_one_out, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import leave_one_out
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from recagents.columns import ITEM, LABEL, RATING, TIMESTAMP, USER  # noqa: E402
-from recagents.data import POSITION, Dataset, chronological_order  # noqa: E402
+from recagents.data.datasets import POSITION, Dataset, chronological_order  # noqa: E402
 from recagents.papers import afl  # noqa: E402
 from recagents.papers.afl import (  # noqa: E402
     STOPS,

@@ -23,7 +23,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from recagents.data import Dataset, load_dataset  # noqa: E402
+from recagents.data import load_dataset  # noqa: E402
+from recagents.data.datasets import Dataset
 from recagents.papers.agent4rec import analysis as A  # noqa: E402
 
 # --------------------------------------------------------------------------- helpers

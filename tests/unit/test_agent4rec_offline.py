@@ -3,7 +3,7 @@
 import pandas as pd
 
 from recagents.columns import ITEM, USER
-from recagents.data import Split
+from recagents.data.datasets import Split
 from recagents.papers.agent4rec.evaluate import offline_accuracy, random_ranking
 
 

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 from recagents.columns import ITEM, RATING, TIMESTAMP, USER
-from recagents.data import Dataset, DatasetError, Split
+from recagents.data.atomic import DatasetError
+from recagents.data.datasets import Dataset, Split
 from recagents.llm.client import ChatResult
 from recagents.llm.runlog import RunLog, cost_table
 from recagents.papers.agent4rec.simulate import (

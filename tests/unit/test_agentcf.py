@@ -18,7 +18,8 @@ import pytest
 
 from recagents import metrics
 from recagents.columns import GENRES, ITEM, RANK, RATING, SCORE, TIMESTAMP, USER
-from recagents.data import Dataset, DatasetError
+from recagents.data.atomic import DatasetError
+from recagents.data.datasets import Dataset
 from recagents.llm.cache import PRICES
 from recagents.llm.client import ChatResult
 from recagents.papers import agentcf

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from recagents.columns import GENRES, ITEM, TITLE, USER
-from recagents.data import Dataset, Split
+from recagents.data.datasets import Dataset, Split
 from recagents.papers.agentcf import (
     AgentCFConfig,
     Subset,

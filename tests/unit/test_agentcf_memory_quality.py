@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from recagents.columns import ITEM, LABEL, USER
+from recagents.data.releases import MIRROR_ENV, URL_ENV
 from recagents.llm.scripted import ScriptedClient
 from recagents.papers import agentcf
 from recagents.papers.agentcf import released_agents as mq
-from recagents.releases import MIRROR_ENV, URL_ENV
 
 REAL_MIRROR = Path(__file__).resolve().parents[3] / "shared" / "mirror"
 SAMPLE_USERS = ["2517", "2867", "30991", "62642"]

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from recagents.columns import ITEM, USER
-from recagents.data import chronological_order
+from recagents.data.datasets import chronological_order
 from recagents.llm.scripted import ScriptedClient
 from recagents.papers import agentcf
 

@@ -18,7 +18,7 @@ from scripted_server import ScriptedServer, reply, sequential_client
 
 from recagents import compare as cp
 from recagents.columns import ITEM, LABEL, RANK, SCORE, USER
-from recagents.data import POSITION, Dataset
+from recagents.data.datasets import POSITION, Dataset
 from recagents.llm.runlog import RunLog
 from recagents.papers import afl, agentcf
 
@@ -196,11 +196,11 @@ def test_shared_rankers_run_the_adapter_once_per_order_for_all_its_methods() -> 
     protocol = _toy_protocol()
     seen: list[list[str]] = []
 
-    def adapter(p: cp.Protocol) -> dict[str, cp.MethodRun]:
+    def adapter(p: cp.Protocol) -> dict[str, cp.Ranking]:
         seen.append(p.candidates[ITEM].tolist())
         status = pd.DataFrame({USER: p.users, "status": "ok"})
         return {
-            name: cp.MethodRun(name, ranker(p.candidates), RunLog(), 0.0, status)
+            name: cp.Ranking(name, ranker(p.candidates), status, RunLog(), 0.0)
             for name, ranker in (("by id", _by_id_ranker), ("first shown", _first_shown_ranker))
         }
 
@@ -221,11 +221,11 @@ def test_shared_rankers_in_context_rerun_only_the_probed_users_order() -> None:
     probe = protocol.for_users(protocol.users[:2])
     shown_to_adapter: list[pd.DataFrame] = []
 
-    def adapter(p: cp.Protocol) -> dict[str, cp.MethodRun]:
+    def adapter(p: cp.Protocol) -> dict[str, cp.Ranking]:
         shown_to_adapter.append(p.candidates)
         status = pd.DataFrame({USER: p.users, "status": "ok"})
         frame = _first_shown_ranker(p.candidates)
-        return {"first shown": cp.MethodRun("first shown", frame, RunLog(), 0.0, status)}
+        return {"first shown": cp.Ranking("first shown", frame, status, RunLog(), 0.0)}
 
     rank = cp.shared_rankers(adapter, probe, ["first shown"], context=protocol)["first shown"]
     given = rank(cp.reorder_candidates(probe.candidates, "given"))
@@ -276,14 +276,14 @@ def test_cost_per_user_arithmetic() -> None:
         cp.cost_per_user({"LLM": calls}, 2, price_model="no-such-model")
 
 
-def _measured(n_users: int, n_candidates: int) -> dict[str, cp.MethodRun]:
+def _measured(n_users: int, n_candidates: int) -> dict[str, cp.Ranking]:
     """Hand-made runs whose cost grows as users x candidates (no model involved)."""
     log = RunLog()
     log.calls.extend(
         _calls([("rank", True, 10 * n_candidates, 5, 0.1)] * n_users).to_dict("records")
     )
     status = pd.DataFrame({USER: [f"u{k}" for k in range(n_users)], "status": "complete"})
-    return {"LLM": cp.MethodRun("LLM", pd.DataFrame(), log, 0.5 * n_users, status)}
+    return {"LLM": cp.Ranking("LLM", pd.DataFrame(), status, log, 0.5 * n_users)}
 
 
 def test_cost_scaling_and_figure() -> None:
@@ -371,7 +371,7 @@ def test_classic_adapters_cover_the_candidates(
     runs = [cp.run_baseline(protocol, name, cache_dir=cache_dir) for name in ("Random", "Pop")]
     for run in runs:
         cp.check_frame(run.frame, protocol.candidates)
-        assert run.calls.empty and run.status_counts()["ok"] == 8 and run.wall_s >= 0
+        assert run.calls.empty and run.status_counts()["ok"] == 8 and run.wall_seconds >= 0
     # the note reads the same whether the weights were trained now or loaded (published pages)
     again = cp.run_baseline(protocol, "Pop", cache_dir=cache_dir)
     assert runs[1].note == again.note == "no training epochs"
@@ -484,17 +484,17 @@ def test_interecagent_adapter_counts_failed_plans(tiny: Dataset, tmp_path: Path)
 
 def test_status_table() -> None:
     status = pd.DataFrame({USER: ["a", "b", "c", "d"], "status": ["complete", "failed"] * 2})
-    run = cp.MethodRun("LLM", pd.DataFrame(), RunLog(), 1.0, status, note="n")
+    run = cp.Ranking("LLM", pd.DataFrame(), status, RunLog(), 1.0, note="n")
     table = cp.status_table({"LLM": run}).set_index("method")
     assert table.loc["LLM", "failed"] == 2 and table.loc["LLM", "failed_share"] == 0.5
     assert table.loc["LLM", "ok"] == 0 and table.loc["LLM", "note"] == "n"
 
 
 def test_scaling_runner_builds_a_protocol_per_size(tiny: Dataset, tmp_path: Path) -> None:
-    def random(protocol: cp.Protocol) -> cp.MethodRun:
+    def random(protocol: cp.Protocol) -> cp.Ranking:
         return cp.run_baseline(protocol, "Random")
 
-    def both(protocol: cp.Protocol) -> dict[str, cp.MethodRun]:
+    def both(protocol: cp.Protocol) -> dict[str, cp.Ranking]:
         return {"R1": random(protocol), "R2": random(protocol)}
 
     measure = cp.scaling_runner(tiny, {"Random": random, "pair": both}, cache_dir=tmp_path)
@@ -512,7 +512,7 @@ def test_scaling_runner_within_a_protocol_reuses_its_users_and_candidates(
     main = cp.shared_protocol(tiny, seed=3, n_users=4, n_negatives=9, cache_dir=tmp_path)
     seen: list[cp.Protocol] = []
 
-    def record(protocol: cp.Protocol) -> cp.MethodRun:
+    def record(protocol: cp.Protocol) -> cp.Ranking:
         seen.append(protocol)
         return cp.run_baseline(protocol, "Random")
 

@@ -16,20 +16,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import recagents.data as data
 from recagents.columns import GENRES, ITEM, LABEL, RATING, TIMESTAMP, TITLE, USER, YEAR
-from recagents.data import (
+from recagents.data import datasets, load_dataset
+from recagents.data.atomic import DatasetError, read_atomic
+from recagents.data.datasets import (
     POSITION,
     Dataset,
-    DatasetError,
     Split,
     candidate_sets,
     chronological_order,
     describe,
     item_text,
     leave_one_out,
-    load_dataset,
-    read_atomic,
     readable_title,
     resolve_dataset,
     sample_candidates,
@@ -569,7 +567,7 @@ def test_candidate_sets_saved_and_reused(tiny_split, cache_dir, monkeypatch):
     def no_sampling(*args, **kwargs):
         raise AssertionError("candidate_sets should read the saved file")
 
-    monkeypatch.setattr(data, "sample_candidates", no_sampling)
+    monkeypatch.setattr(datasets, "sample_candidates", no_sampling)
     again = candidate_sets(tiny_split, 9, seed=1)
     pd.testing.assert_frame_equal(again, first)
     assert again[USER].map(type).eq(str).all() and again[ITEM].map(type).eq(str).all()

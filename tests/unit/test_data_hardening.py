@@ -15,15 +15,9 @@ import pandas as pd
 import pytest
 
 from recagents import baselines
-from recagents.data import (
-    CandidateCacheWarning,
-    Dataset,
-    DatasetError,
-    candidate_sets,
-    leave_one_out,
-    load_dataset,
-    read_atomic,
-)
+from recagents.data import load_dataset
+from recagents.data.atomic import DatasetError, read_atomic
+from recagents.data.datasets import CandidateCacheWarning, Dataset, candidate_sets, leave_one_out
 
 HEADER = b"user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
 

@@ -1,7 +1,7 @@
 """Strict reading of RecBole atomic files: each malformed-file probe of the hardening issue.
 
 Every test builds a small bad dataset in ``tmp_path`` and checks the documented rule of
-``recagents.data.read_atomic`` / ``load_dataset``: one clear error line naming the file
+``recagents.data.atomic.read_atomic`` / ``load_dataset``: one clear error line naming the file
 and the line, or rows dropped and counted in ``Dataset.report`` with one warning.
 """
 
@@ -14,18 +14,17 @@ import pandas as pd
 import pytest
 
 from recagents.columns import ITEM, RATING, TIMESTAMP, USER
-from recagents.data import (
+from recagents.data import load_dataset
+from recagents.data.atomic import DatasetError, read_atomic
+from recagents.data.datasets import (
     DUPLICATE,
     EMPTY_ITEM,
     EMPTY_USER,
     MISSING_TIMESTAMP,
     Dataset,
-    DatasetError,
     DatasetWarning,
     LoadReport,
     leave_one_out,
-    load_dataset,
-    read_atomic,
     sample_users,
 )
 

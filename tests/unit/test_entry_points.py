@@ -24,7 +24,8 @@ from scripted_server import ScriptedServer, reply, sequential_client
 
 from recagents import baselines
 from recagents.columns import USER
-from recagents.data import Dataset, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import Dataset
 from recagents.llm.runlog import RunLog
 from recagents.papers.afl import AFLConfig
 from recagents.papers.afl import entry as afl_entry
@@ -77,7 +78,11 @@ def test_every_run_has_the_same_parameters() -> None:
 
 def test_run_options_defaults_methods_and_log() -> None:
     options = RunOptions()
-    assert options.users(7) == 7 and RunOptions(n_users=3).users(7) == 3
+    sizes = {"default": {"n": 7}, "smoke": {"n": 2}}
+    assert options.users(sizes, "n") == 7 and RunOptions(n_users=3).users(sizes, "n") == 3
+    assert RunOptions(profile="smoke").users(sizes, "n") == 2
+    with pytest.raises(ValueError, match="unknown profile"):
+        RunOptions(profile="huge").users(sizes, "n")
     assert options.n_boot == 1000 and options.progress is False and options.training is None
     assert options.chosen_methods("X", ("a", "b")) == ("a", "b")
     assert options.chosen_methods("X", ("a", "b", "c"), ("b",)) == ("b",)

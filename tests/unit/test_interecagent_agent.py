@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from recagents.columns import ITEM, USER
-from recagents.data import chronological_order, leave_one_out, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import chronological_order, leave_one_out
 from recagents.llm.embed import Embedder
 from recagents.papers.interecagent import agent as A
 from recagents.papers.interecagent import evaluate as E
@@ -445,7 +446,7 @@ def test_one_turn_baselines_without_an_llm(ml100k, split, table, ctx, tmp_path):
     for value, rank in zip(ranking["ndcg"], ranking["rank"], strict=True):
         assert value == pytest.approx(1 / math.log2(rank + 1))
     pop = ranking[ranking["method"] == "Pop"].set_index(USER)["rank"]
-    from recagents.data import candidate_sets
+    from recagents.data.datasets import candidate_sets
 
     frame = candidate_sets(split, 19, seed=0, cache_dir=tmp_path)
     for spec in sessions:

@@ -23,7 +23,8 @@ import pandas as pd
 import pytest
 from scripted_server import ScriptedServer, reply, sequential_client, status
 
-from recagents.data import leave_one_out, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import leave_one_out
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.papers.interecagent import agent as A

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from recagents.data import leave_one_out, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import leave_one_out
 from recagents.llm.client import ChatResult
 from recagents.papers.interecagent import agent as A
 from recagents.papers.interecagent import sqlguard

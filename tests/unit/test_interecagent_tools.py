@@ -19,7 +19,8 @@ from rapidfuzz import fuzz
 
 from recagents.baselines import Baseline, TrainConfig, train_baseline
 from recagents.columns import ITEM, RATING, TIMESTAMP, USER
-from recagents.data import Split, leave_one_out, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import Split, leave_one_out
 from recagents.papers.interecagent.tools import (
     COLUMNS,
     PLAN_OBJECT_SCHEMA,

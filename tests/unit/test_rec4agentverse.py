@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from recagents.columns import GENRES, ITEM, RATING, USER, YEAR  # noqa: E402
-from recagents.data import leave_one_out, load_dataset  # noqa: E402
+from recagents.data import load_dataset  # noqa: E402
+from recagents.data.datasets import leave_one_out
 from recagents.papers import rec4agentverse as R  # noqa: E402
 
 TEMPLATE = R.Rec4AConfig(agent_mode="template", max_turns=3)

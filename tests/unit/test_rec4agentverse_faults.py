@@ -30,7 +30,8 @@ from scripted_server import (
     status,
 )
 
-from recagents.data import leave_one_out, load_dataset
+from recagents.data import load_dataset
+from recagents.data.datasets import leave_one_out
 from recagents.llm.client import EndpointUnreachableError, LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.papers import rec4agentverse as R

@@ -1,4 +1,4 @@
-"""recagents.released: AgentCF's CDs subsets and AFL's LastFM from the offline mirror."""
+"""recagents.data.released: AgentCF's CDs subsets and AFL's LastFM from the offline mirror."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 
 from recagents import paper_numbers
 from recagents.columns import GENRES, ITEM, TITLE, USER
-from recagents.data import Dataset, Split, load_dataset
-from recagents.papers.agentcf.subsets import RELEASED_SUBSETS
-from recagents.released import (
+from recagents.data import load_dataset
+from recagents.data.datasets import Dataset, Split
+from recagents.data.released import (
     LASTFM_PADDING,
     cds_item_memory_versions,
     cds_user_memories,
@@ -25,9 +25,10 @@ from recagents.released import (
     load_lastfm,
     sasrec_hit_at_1,
 )
-from recagents.released_pickles import load_frame, load_npy_object
-from recagents.releases import MIRROR_ENV, URL_ENV, ReleaseError
-from recagents.safepickle import UnsafePickleError
+from recagents.data.released_pickles import load_frame, load_npy_object
+from recagents.data.releases import MIRROR_ENV, URL_ENV, ReleaseError
+from recagents.data.safepickle import UnsafePickleError
+from recagents.papers.agentcf.subsets import RELEASED_SUBSETS
 
 REAL_MIRROR = Path(__file__).resolve().parents[3] / "shared" / "mirror"
 

@@ -1,4 +1,4 @@
-"""recagents.releases: manifest, cache, offline mirror and loopback download (no network)."""
+"""recagents.data.releases: manifest, cache, offline mirror and loopback download (no network)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from recagents import releases
-from recagents.releases import MIRROR_ENV, URL_ENV, ReleaseError, fetch
+from recagents.data import releases
+from recagents.data.releases import MIRROR_ENV, URL_ENV, ReleaseError, fetch
 from recagents.resources import ResourceError
 
 OWNER, REPO, COMMIT = "someone", "paper", "0123456789abcdef0123456789abcdef01234567"

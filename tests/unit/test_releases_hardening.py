@@ -1,4 +1,4 @@
-"""recagents.releases against a hostile manifest or server (issue #34, items 9 and 12).
+"""recagents.data.releases against a hostile manifest or server (issue #34, items 9 and 12).
 
 Each server here is a loopback ``ThreadingHTTPServer`` on 127.0.0.1 whose handler loops a
 bounded number of times and stops at teardown, so no test can hang or fill the disk.
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from recagents import releases
-from recagents.releases import DEADLINE_ENV, MIRROR_ENV, URL_ENV, ReleaseError, fetch
+from recagents.data import releases
+from recagents.data.releases import DEADLINE_ENV, MIRROR_ENV, URL_ENV, ReleaseError, fetch
 from recagents.resources import ResourceError
 
 OWNER, REPO, COMMIT = "someone", "paper", "0123456789abcdef0123456789abcdef01234567"

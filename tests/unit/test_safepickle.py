@@ -1,4 +1,4 @@
-"""recagents.safepickle: plain data loads; code, memory bombs and crafted numpy states do not.
+"""recagents.data.safepickle: plain data loads; code, memory bombs and crafted numpy states do not.
 
 The bombs are written opcode by opcode (as an attacker would), each a few dozen bytes.
 """
@@ -12,7 +12,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from recagents import safepickle
+from recagents.data import safepickle
 
 # --------------------------------------------------------------------------- pickle builders
 

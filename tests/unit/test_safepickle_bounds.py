@@ -1,4 +1,4 @@
-"""recagents.safepickle: what a tiny file may cost to load is bounded by its size.
+"""recagents.data.safepickle: what a tiny file may cost to load is bounded by its size.
 
 The bombs of issue #34 are written opcode by opcode: length prefixes that claim more bytes
 than the file holds, and memo references that make a few hundred bytes describe an
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from recagents import safepickle
+from recagents.data import safepickle
+from recagents.data.released_pickles import load_frame, load_npy_object
 from recagents.papers.agent4rec.recorded import load_official_pickle
-from recagents.released_pickles import load_frame, load_npy_object
 
 # --------------------------------------------------------------------------- helpers
 

@@ -17,20 +17,10 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION
+from recagents.data.datasets import POSITION
 from recagents.metrics import paired_bootstrap
 from recagents.papers.afl.config import ROUND
 from recagents.papers.afl.samples import Sample
-
-__all__ = [
-    "bias_figure",
-    "bias_measures",
-    "bias_tests",
-    "chosen_items",
-    "dialogue_trace",
-    "rounds_curve_figure",
-]
-
 
 # --------------------------------------------------------------------------- bias
 

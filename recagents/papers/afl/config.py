@@ -11,8 +11,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["AGENT", "RATIO", "ROUND", "STOPS", "AFLConfig", "ratio_name"]
-
 #: How a dialogue ended.
 STOPS = ("accepted", "limit", "rec_failed", "user_failed")
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from recagents import baselines
 from recagents.columns import ITEM, SCORE, USER
-from recagents.data import (
+from recagents.data.datasets import (
     POSITION,
     Dataset,
     Split,
@@ -37,14 +37,12 @@ from recagents.papers.afl.evaluate import hit_rate_table, hits_by_round, predict
 from recagents.papers.afl.loop import feedback_loop
 from recagents.papers.afl.samples import make_samples, recent_histories, tool_scores
 from recagents.protocol import (
-    CandidateRanking,
     PaperRun,
+    Ranking,
     RunOptions,
     metric_rows,
     ordered_frame,
 )
-
-__all__ = ["DEFAULT_USERS", "METHODS", "PAPER", "TABLES", "afl_frame", "rank", "run"]
 
 PAPER = "AFL"
 
@@ -69,9 +67,9 @@ def run(
 ) -> PaperRun:
     """AFL's recommendation experiment in one call (the paper's Table 4): HR@1 of 20 candidates.
 
-    Leave-one-out split; ``options.n_users`` test users (:func:`recagents.data.subsample_users`)
+    Leave-one-out split; ``options.n_users`` test users (:func:`subsample_users`)
     with their target and ``n_candidates - 1`` saved negatives
-    (:func:`recagents.data.candidate_sets`); SASRec trained on the split
+    (:func:`recagents.data.datasets.candidate_sets`); SASRec trained on the split
     (:func:`recagents.baselines.train_baseline`) scores them after each user's recent
     history (:func:`tool_scores`, :func:`make_samples`); one :func:`feedback_loop` run up to
     ``config.max_rounds`` answers every smaller limit (:func:`hits_by_round`). All seeded by
@@ -94,7 +92,9 @@ def run(
     chosen = options.chosen_methods(PAPER, METHODS)
     client = options.resolved_client()
     split = leave_one_out(dataset)
-    users = subsample_users(split, options.users(DEFAULT_USERS), seed=config.seed)
+    users = subsample_users(
+        split, (DEFAULT_USERS if options.n_users is None else options.n_users), seed=config.seed
+    )
     every = candidate_sets(split, config.n_candidates - 1, seed=config.seed, phase="test")
     candidates = every[every[USER].isin(set(users))].reset_index(drop=True)
     histories = recent_histories(split.history("test"), users, config.history_length)
@@ -179,7 +179,7 @@ def rank(
     tool: Any,
     limits: Mapping[str, int] | None = None,
     client: LLMClient | None = None,
-) -> dict[str, CandidateRanking]:
+) -> dict[str, Ranking]:
     """The AFL recommendation agent alone and in its feedback loop, on given candidates.
 
     The tool model (a trained SASRec :class:`~recagents.baselines.Baseline` on ``split``)
@@ -228,8 +228,8 @@ def rank(
         rounds = feedback_loop(samples, titles, config, client, log, max_rounds=limit, phase=name)
         frame = afl_frame(rounds, scored, limit)
         wall = tool_wall + time.perf_counter() - began
-        rankings[name] = CandidateRanking(
-            frame, _status(rounds, limit, users), log, wall,
+        rankings[name] = Ranking(
+            name, frame, _status(rounds, limit, users), log, wall,
             note="proposal at rank 1, the tool model's order after it", extra={"rounds": rounds},
         )  # fmt: skip
     return rankings

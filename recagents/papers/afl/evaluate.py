@@ -13,19 +13,9 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION
+from recagents.data.datasets import POSITION
 from recagents.metrics import bootstrap_ci, classification_ci
 from recagents.papers.afl.config import AGENT, RATIO, ROUND, STOPS
-
-__all__ = [
-    "always_yes_metrics",
-    "hit_rate_table",
-    "hits_by_round",
-    "predictions",
-    "relative_gain",
-    "simulation_metrics",
-    "stop_counts",
-]
 
 
 def predictions(rounds: pd.DataFrame, limit: int) -> pd.DataFrame:

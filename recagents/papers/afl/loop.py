@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION
+from recagents.data.datasets import POSITION
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.afl.config import ROUND, AFLConfig
@@ -31,9 +31,6 @@ from recagents.papers.afl.prompts import (
     user_loop_messages,
 )
 from recagents.papers.afl.samples import Sample
-
-__all__ = ["awaiting_verdict", "feedback_loop", "propose", "user_verdicts"]
-
 
 # --------------------------------------------------------------------------- the loop
 

@@ -16,18 +16,6 @@ import numpy as np
 from recagents.llm.schemas import verdict_schema
 from recagents.papers.afl.config import AFLConfig
 
-__all__ = [
-    "RoundMemory",
-    "decision_schema",
-    "judge_messages",
-    "parse_decision",
-    "parse_recommendation",
-    "recommend_messages",
-    "recommend_schema",
-    "user_loop_messages",
-]
-
-
 # --------------------------------------------------------------------------- prompts
 
 

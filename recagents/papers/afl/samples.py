@@ -15,10 +15,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION, chronological_order
-
-__all__ = ["Sample", "make_samples", "recent_histories", "released_samples", "tool_scores"]
-
+from recagents.data.datasets import POSITION, chronological_order
 
 # --------------------------------------------------------------------------- samples
 
@@ -128,8 +125,8 @@ def released_samples(
     is empty (run with ``user_signal="hint"``). A pick that names no candidate is an error.
 
     Args:
-        samples: ``recagents.released.load_lastfm``'s samples (``history`` oldest first).
-        candidates: ``recagents.released.lastfm_candidates`` of those samples.
+        samples: ``recagents.data.released.load_lastfm``'s samples (``history`` oldest first).
+        candidates: ``recagents.data.released.lastfm_candidates`` of those samples.
         predictions: ``load_lastfm``'s predictions (``sample``, ``prior_name``).
         titles: Artist name by item id.
 

@@ -30,16 +30,6 @@ from recagents.llm.scripted import PASS, ScriptedClient
 from recagents.papers.afl.config import AFLConfig
 from recagents.papers.afl.samples import Sample
 
-__all__ = [
-    "ACCEPT_RULES",
-    "genre_reason",
-    "item_genres",
-    "proposed_item",
-    "scripted_demo_text",
-    "scripted_user_client",
-    "scripted_user_policy",
-]
-
 #: The acceptance rules: only the target, or also any item of the history's top genre.
 ACCEPT_RULES = ("target", "top_genre")
 

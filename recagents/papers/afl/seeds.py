@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recagents import data
 from recagents.columns import USER
+from recagents.data import datasets
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.metrics import paired_bootstrap, paired_min_detectable_effect
@@ -27,8 +27,6 @@ from recagents.papers.afl.config import AFLConfig
 from recagents.papers.afl.evaluate import predictions
 from recagents.papers.afl.loop import feedback_loop
 from recagents.papers.afl.samples import Sample, make_samples, recent_histories, tool_scores
-
-__all__ = ["SeedComparison", "paired_over_seeds", "paired_summary", "seeded_samples", "seeds_text"]
 
 SEED = "seed"
 
@@ -42,11 +40,11 @@ def seeded_samples(
     every user scored, then the seed's users kept), so the notebook's own ``SEED`` gives the
     very samples (and prompts, hence cached replies) of its main run.
     """
-    candidates = data.candidate_sets(split, config.n_candidates - 1, seed=seed, phase="test")
+    candidates = datasets.candidate_sets(split, config.n_candidates - 1, seed=seed, phase="test")
     every_user = sorted(split.test[USER])
     histories = recent_histories(split.history("test"), every_user, config.history_length)
     every = make_samples(tool_scores(tool, candidates, histories), histories, config.focus_size)
-    users = set(data.subsample_users(split, n_samples, seed=seed))
+    users = set(datasets.subsample_users(split, n_samples, seed=seed))
     return [s for s in every if s.user in users]
 
 

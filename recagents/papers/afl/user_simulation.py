@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION, Dataset, Split, chronological_order, leave_one_out
+from recagents.data.datasets import POSITION, Dataset, Split, chronological_order, leave_one_out
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.afl.config import AGENT, RATIO, AFLConfig, ratio_name
@@ -26,17 +26,6 @@ from recagents.papers.afl.prompts import (
     parse_decision,
 )
 from recagents.papers.afl.samples import Sample, make_samples, recent_histories
-
-__all__ = [
-    "UserSimSets",
-    "dialogue_memory",
-    "judge_history",
-    "judge_items",
-    "simulate_users",
-    "step1_candidates",
-    "user_sim_sets",
-    "user_sim_split",
-]
 
 
 def user_sim_split(dataset: Dataset | pd.DataFrame, window: int = 10) -> tuple[Split, pd.DataFrame]:

@@ -14,14 +14,12 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, RATING, TITLE, USER, YEAR
-from recagents.data import Dataset, DatasetError, Split, readable_title
+from recagents.data.atomic import DatasetError
+from recagents.data.datasets import Dataset, Split, readable_title
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agent4rec.config import TRAITS, Agent4RecConfig
 from recagents.papers.agent4rec.prompts import persona_messages, persona_schema, persona_text
-
-__all__ = ["Agent", "build_agents", "item_lines", "random_split"]
-
 
 # --------------------------------------------------------------------------- data
 

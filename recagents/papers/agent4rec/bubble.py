@@ -22,8 +22,6 @@ from recagents.papers.agent4rec.frames import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["bubble_figure", "genre_concentration"]
-
 
 # --------------------------------------------------------------------------- filter bubble
 

@@ -24,7 +24,6 @@ from recagents.papers.agent4rec.frames import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["CAUSAL_COLUMNS", "causal_discovery", "causal_figure", "item_causal_table"]
 
 CAUSAL_COLUMNS: tuple[str, ...] = ("quality", "popularity", "exposure", "views", "rating")
 """Per-item variables of the causal analysis, in the paper's causal order."""

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RECOMMENDERS", "TRAITS", "TRAIT_CUTS", "Agent4RecConfig"]
-
 TRAITS: tuple[str, ...] = ("activity", "conformity", "diversity")
 """The three social traits, in the order the paper lists them."""
 

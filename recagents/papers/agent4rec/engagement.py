@@ -29,14 +29,6 @@ from recagents.papers.agent4rec.frames import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = [
-    "engagement",
-    "engagement_summary",
-    "rating_distribution",
-    "rating_figure",
-    "satisfaction_by",
-]
-
 
 # --------------------------------------------------------------------------- engagement
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import USER
-from recagents.data import Dataset, Split
+from recagents.data.datasets import Dataset, Split
 from recagents.llm.runlog import RunLog
 from recagents.papers.agent4rec.agents import Agent, build_agents, item_lines, random_split
 from recagents.papers.agent4rec.config import RECOMMENDERS, TRAITS, Agent4RecConfig
@@ -29,8 +29,6 @@ from recagents.papers.agent4rec.loop import simulate
 from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES
 from recagents.papers.agent4rec.traits import compute_traits
 from recagents.protocol import PaperRun, RunOptions, metric_rows
-
-__all__ = ["DEFAULT_USERS", "METHODS", "PAPER", "TABLES", "run"]
 
 PAPER = "Agent4Rec"
 
@@ -77,7 +75,7 @@ def run(
     config = config or Agent4RecConfig()
     options = options or RunOptions()
     recommenders = options.chosen_methods(PAPER, METHODS)
-    n_users = options.users(DEFAULT_USERS)
+    n_users = DEFAULT_USERS if options.n_users is None else options.n_users
     client = options.resolved_client()
     split = random_split(dataset, n_users=None, seed=config.seed)
     traits = compute_traits(dataset)

@@ -14,26 +14,13 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, USER
-from recagents.data import Dataset, Split
+from recagents.data.datasets import Dataset, Split
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agent4rec.agents import Agent
 from recagents.papers.agent4rec.config import RECOMMENDERS, Agent4RecConfig
 from recagents.papers.agent4rec.loop import simulate
 from recagents.papers.agent4rec.prompts import taste_messages, taste_schema
-
-__all__ = [
-    "exposure_mask",
-    "feedback_interactions",
-    "feedback_rounds",
-    "offline_accuracy",
-    "rank_for_agents",
-    "random_ranking",
-    "taste_probe",
-    "taste_probe_sets",
-    "with_feedback",
-]
-
 
 # --------------------------------------------------------------------------- taste probe
 

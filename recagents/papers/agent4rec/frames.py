@@ -14,14 +14,6 @@ import pandas as pd
 
 from recagents.columns import ITEM, RATING, USER
 
-__all__ = [
-    "ENGAGEMENT_METRICS",
-    "EXPOSURE_COLUMNS",
-    "RECOMMENDER",
-    "SESSION_COLUMNS",
-    "SUMMARY_COLUMNS",
-]
-
 RECOMMENDER = "recommender"
 
 EXPOSURE_COLUMNS = (

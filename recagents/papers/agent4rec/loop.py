@@ -35,17 +35,6 @@ from recagents.papers.agent4rec.prompts import (
     reflection_messages,
 )
 
-__all__ = [
-    "Visit",
-    "decide_exit",
-    "interview",
-    "reflect",
-    "show_page",
-    "simulate",
-    "start_visit",
-    "visit_frames",
-]
-
 #: How an item of a page with an unusable reply is recorded: shown, not watched.
 _NOTHING_WATCHED = {"aligned": None, "watched": False, "rating": None, "feeling": ""}
 

@@ -25,24 +25,6 @@ from recagents.resources import read_resource, resource
 if TYPE_CHECKING:
     from recagents.papers.agent4rec.agents import Agent
 
-__all__ = [
-    "TRAITS_SCHEMA",
-    "TRAIT_SENTENCES",
-    "exit_messages",
-    "exit_schema",
-    "interview_messages",
-    "interview_schema",
-    "load_trait_sentences",
-    "page_messages",
-    "page_schema",
-    "parse_page",
-    "persona_messages",
-    "persona_schema",
-    "persona_text",
-    "reflection_messages",
-    "taste_messages",
-    "taste_schema",
-]
 
 #: The trait levels a sentence is written for (as in :data:`TRAIT_CUTS`: 1 low, 3 high).
 _LEVELS = ("1", "2", "3")

@@ -21,25 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recagents import safepickle
 from recagents.columns import GENRES, ITEM, TITLE, USER
+from recagents.data import safepickle
 from recagents.papers.agent4rec.config import TRAITS
 from recagents.papers.agent4rec.frames import (
     EXPOSURE_COLUMNS,
     SESSION_COLUMNS,
 )
-
-__all__ = [
-    "OFFICIAL_ENV",
-    "OfficialRun",
-    "RecordedRunError",
-    "UnsafePickleError",
-    "load_official_pickle",
-    "load_official_run",
-    "official_run_dir",
-    "parse_satisfaction",
-    "read_run_records",
-]
 
 OFFICIAL_ENV = "RECAGENTS_AGENT4REC_RECORDED"
 """Environment variable naming the folder of the official recorded run (see
@@ -58,7 +46,7 @@ UnsafePickleError = safepickle.UnsafePickleError
 def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
     """Load one official per-agent behaviour pickle without running code from it.
 
-    The file goes through :func:`recagents.safepickle.load` with the numpy plain-data
+    The file goes through :func:`recagents.data.safepickle.load` with the numpy plain-data
     allow-list: numpy arrays and scalars of plain dtypes in built-in containers. Any other
     global (``os.system``, ``builtins.eval``, ...) or an allocation the file's size cannot
     account for raises, so a tampered file can neither run code nor exhaust memory.

@@ -45,17 +45,6 @@ from recagents.papers.agent4rec.recorded import (
 )
 from recagents.papers.agent4rec.scripted import request_kind
 
-__all__ = [
-    "RECORDED_NAME",
-    "RecordedVisit",
-    "ReplayResult",
-    "official_metrics",
-    "read_metrics_txt",
-    "read_recorded_visits",
-    "recorded_client",
-    "replay_official",
-]
-
 #: The name of the replayed policy (its client's model is ``scripted:<name>``).
 RECORDED_NAME = "recorded-gpt-3.5-turbo-decisions"
 

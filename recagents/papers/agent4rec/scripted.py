@@ -26,15 +26,6 @@ from recagents.columns import ITEM, RATING, USER
 from recagents.llm.client import ChatRequest
 from recagents.llm.scripted import PASS, ScriptedClient
 
-__all__ = [
-    "SCRIPTED_NAME",
-    "browsing_client",
-    "browsing_policy",
-    "exit_page_figure",
-    "request_kind",
-    "top_genres",
-]
-
 #: The name of the scripted agent (its client's model is ``scripted:<name>``).
 SCRIPTED_NAME = "browsing-agent"
 

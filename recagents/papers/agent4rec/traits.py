@@ -31,9 +31,8 @@ from recagents.papers.agent4rec.frames import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from recagents.data import Dataset
+    from recagents.data.datasets import Dataset
 
-__all__ = ["TRAIT_MEASURES", "compute_traits", "trait_anova", "trait_behaviour", "trait_figure"]
 
 TRAIT_MEASURES: tuple[tuple[str, str], ...] = (
     ("activity", "exit_page"),

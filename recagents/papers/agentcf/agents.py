@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, TITLE, USER
-from recagents.data import Dataset
-from recagents.data import readable_title as _readable_title
+from recagents.data.datasets import Dataset
+from recagents.data.datasets import readable_title as _readable_title
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agentcf.config import (
@@ -42,25 +42,6 @@ from recagents.papers.agentcf.prompts import (
     user_reflection_schema,
 )
 from recagents.papers.agentcf.subsets import Subset
-
-__all__ = [
-    "AgentState",
-    "apply_item_reflection",
-    "apply_user_reflection",
-    "forward_choices",
-    "initial_item_memory",
-    "initial_state",
-    "initial_user_memory",
-    "item_titles",
-    "pair_outcomes",
-    "reflect_items",
-    "reflect_users",
-    "reflecting_pairs",
-    "train",
-    "positive_first",
-    "train_batch",
-    "verbalised_history",
-]
 
 # --------------------------------------------------------------------------- agents
 
@@ -90,7 +71,7 @@ class AgentState:
 
 
 _NO_OCCUPATION = {"", "none", "other", "nan"}
-#: The items column with the paper's CD category text (:func:`recagents.released.load_cds`).
+#: The items column with the paper's CD category text (:func:`recagents.data.released.load_cds`).
 _CATEGORY = "category"
 
 

@@ -13,17 +13,6 @@ from recagents.columns import ITEM, USER
 from recagents.metrics import format_interval
 from recagents.papers.agentcf.config import NEGATIVE, POSITIVE, STEP
 
-__all__ = [
-    "PAPER_METHOD",
-    "forward_accuracy",
-    "item_trace",
-    "learning_figure",
-    "paper_dataset",
-    "paper_side_by_side",
-    "paper_values",
-    "user_trace",
-]
-
 # --------------------------------------------------------------------------- reading a run
 
 

@@ -12,19 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from recagents.data import Dataset
+    from recagents.data.datasets import Dataset
 
-__all__ = [
-    "ABLATIONS",
-    "BATCH",
-    "NEGATIVE",
-    "POSITIVE",
-    "ROLE",
-    "SLOT",
-    "STEP",
-    "VARIANTS",
-    "AgentCFConfig",
-]
 
 #: Column names of the schedule, the training log and the probes.
 ROLE = "role"

@@ -22,7 +22,8 @@ from typing import Any
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import Dataset, DatasetError, Split
+from recagents.data.atomic import DatasetError
+from recagents.data.datasets import Dataset, Split
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunLog
 from recagents.metrics import ranking_metrics, summarize_methods
@@ -42,18 +43,7 @@ from recagents.papers.agentcf.subsets import (
     subset_candidates,
     training_pairs,
 )
-from recagents.protocol import CandidateRanking, PaperRun, RunOptions, metric_rows
-
-__all__ = [
-    "DEFAULT_USERS",
-    "METHODS",
-    "PAPER",
-    "TABLES",
-    "rank",
-    "rank_zero_shot",
-    "run",
-    "shared_subset",
-]
+from recagents.protocol import PaperRun, Ranking, RunOptions, metric_rows
 
 PAPER = "AgentCF"
 
@@ -99,7 +89,7 @@ def run(
     config = (config or AgentCFConfig()).for_dataset(dataset)
     options = options or RunOptions()
     variants = options.chosen_methods(PAPER, VARIANTS, METHODS)
-    n_users = options.users(DEFAULT_USERS)
+    n_users = DEFAULT_USERS if options.n_users is None else options.n_users
     subset = make_subset(dataset, "dense", n_users, config.n_targets, seed=config.seed)
     candidates = subset_candidates(subset, dataset, 9, seed=config.seed, pool="subset")
     result = run_pipeline(
@@ -143,7 +133,7 @@ def shared_subset(
 
     :func:`make_subset` over every eligible user (``sparse``, seeded), kept to the users of
     ``truth``, so each user's test item is the shared split's test item (both use
-    :func:`recagents.data.chronological_order`) and shared candidates apply unchanged.
+    :func:`recagents.data.datasets.chronological_order`) and shared candidates apply unchanged.
 
     Args:
         dataset: The full dataset.
@@ -202,7 +192,7 @@ def rank_zero_shot(
     client: LLMClient | None = None,
     phase: str = "Zero-shot LLM",
     seed: int = 0,
-) -> CandidateRanking:
+) -> Ranking:
     """The zero-shot LLM ranker on shared candidates: AgentCF's LLMRank prompt, no agents.
 
     Each user's last ``history_len`` titles before the test item and the candidates in
@@ -232,7 +222,7 @@ def rank_zero_shot(
         client, log, phase=phase,
     )  # fmt: skip
     wall = time.perf_counter() - started
-    return CandidateRanking(outcome.ranked, _status(outcome), log, wall)
+    return Ranking(phase, outcome.ranked, _status(outcome), log, wall)
 
 
 def rank(
@@ -247,7 +237,7 @@ def rank(
     embed: Any | None = None,
     progress: bool = False,
     seed: int = 0,
-) -> dict[str, CandidateRanking]:
+) -> dict[str, Ranking]:
     """AgentCF trained on the candidates' users, then each variant ranking their candidates.
 
     The steps of :func:`run`, timed separately: the agents are trained once by collaborative
@@ -303,8 +293,8 @@ def rank(
             state, subset, candidates, titles, variant, config, client, log, embed=embed
         )
         wall = train_wall + time.perf_counter() - began
-        rankings[variant] = CandidateRanking(
-            outcome.ranked, _status(outcome), log, wall, note,
+        rankings[variant] = Ranking(
+            variant, outcome.ranked, _status(outcome), log, wall, note,
             extra={"outcome": outcome, "state": state},
         )  # fmt: skip
     return rankings

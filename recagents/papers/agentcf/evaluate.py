@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION
+from recagents.data.datasets import POSITION
 from recagents.llm.client import ChatResult, LLMClient, get_client
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agentcf.agents import AgentState, _pair_texts, verbalised_history
@@ -29,17 +29,6 @@ from recagents.papers.agentcf.prompts import (
 )
 from recagents.papers.agentcf.subsets import Subset
 from recagents.protocol import parse_ranking, ranking_frame, ranking_schema
-
-__all__ = [
-    "RankOutcome",
-    "labelled",
-    "order_consistency",
-    "pairwise_probe",
-    "probe_summary",
-    "rank_candidates",
-    "ranking_prompt",
-    "retrieve_version",
-]
 
 # --------------------------------------------------------------------------- probes
 

@@ -11,15 +11,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from recagents.data import Dataset
+from recagents.data.datasets import Dataset
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunLog
 from recagents.papers.agentcf.agents import AgentState, initial_state, item_titles, train
 from recagents.papers.agentcf.config import AgentCFConfig
 from recagents.papers.agentcf.evaluate import RankOutcome, rank_candidates
 from recagents.papers.agentcf.subsets import Subset, schedule, training_pairs
-
-__all__ = ["AgentCFRun", "run"]
 
 # --------------------------------------------------------------------------- one call
 

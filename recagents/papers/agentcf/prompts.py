@@ -12,21 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "DOMAIN_WORDING",
-    "DomainWording",
-    "choice_schema",
-    "domain_wording",
-    "forward_messages",
-    "item_reflection_messages",
-    "item_reflection_schema",
-    "llmrank_messages",
-    "parse_choice",
-    "ranking_messages",
-    "user_reflection_messages",
-    "user_reflection_schema",
-]
-
 # --------------------------------------------------------------------------- domain wording
 
 

@@ -2,7 +2,7 @@
 
 Why: AgentCF's ranking quality mixes two things, the memories training wrote and the model
 that reads them at test time. The authors released the memories gpt-3.5 wrote on their CDs
-subsets (:mod:`recagents.released`), so we can hold the ranker fixed (our model, variant
+subsets (:mod:`recagents.data.released`), so we can hold the ranker fixed (our model, variant
 ``B``) and swap only the memories: untrained (the first descriptions), the authors' trained
 ones, and ours. A difference between the rows is then the memories' doing, not the ranker's.
 
@@ -28,27 +28,16 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from recagents import metrics, released, releases
+from recagents import metrics
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import Dataset, DatasetError, Split
+from recagents.data import released, releases
+from recagents.data.atomic import DatasetError
+from recagents.data.datasets import Dataset, Split
 from recagents.llm.runlog import RunLog
 from recagents.papers.agentcf.agents import AgentState, initial_state
 from recagents.papers.agentcf.config import AgentCFConfig
 from recagents.papers.agentcf.evaluate import rank_candidates
 from recagents.papers.agentcf.subsets import Subset, make_subset
-
-__all__ = [
-    "UNTRAINED",
-    "MemoryQuality",
-    "ReleasedAgents",
-    "first_description_check",
-    "fully_released_users",
-    "memory_quality",
-    "released_item_ids",
-    "released_state",
-    "released_subset",
-    "restrict_subset",
-]
 
 Variant = Literal["dense", "sparse"]
 #: The name of the untrained memories, the row every other is compared with.

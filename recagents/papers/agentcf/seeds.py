@@ -18,13 +18,11 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import Dataset
+from recagents.data.datasets import Dataset
 from recagents.metrics import paired_bootstrap, paired_min_detectable_effect, ranking_metrics
 from recagents.papers.agentcf.config import AgentCFConfig
 from recagents.papers.agentcf.pipeline import run
 from recagents.papers.agentcf.subsets import make_subset, subset_candidates
-
-__all__ = ["VariantSeedComparison", "variants_over_seeds"]
 
 
 @dataclass(frozen=True)

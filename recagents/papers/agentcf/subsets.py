@@ -16,13 +16,8 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, USER
-from recagents.data import (
-    Dataset,
-    DatasetError,
-    Split,
-    candidate_sets,
-    chronological_order,
-)
+from recagents.data.atomic import DatasetError
+from recagents.data.datasets import Dataset, Split, candidate_sets, chronological_order
 from recagents.papers.agentcf.config import BATCH, NEGATIVE, POSITIVE, ROLE, SLOT, STEP
 
 __all__ = [

@@ -18,10 +18,6 @@ from recagents.papers.interecagent.scoring import fuzzy_hit
 from recagents.papers.interecagent.session import Attempt, TurnResult
 from recagents.papers.interecagent.simulator import SessionSpec, SimMessage
 
-__all__ = [
-    "session_trace",
-]
-
 
 def _indent(text: str, prefix: str = "    ") -> str:
     return textwrap.indent(str(text), prefix)

@@ -14,11 +14,6 @@ import numpy as np
 
 from recagents.papers.interecagent.config import BUS_CAP
 
-__all__ = [
-    "BusEvent",
-    "CandidateBus",
-]
-
 
 class BusEvent(NamedTuple):
     """One write to the bus: which tool, and how many candidates before and after."""

@@ -19,17 +19,10 @@ import pandas as pd
 from rapidfuzz import fuzz, process
 
 from recagents.columns import GENRES, ITEM, RATING, TITLE, YEAR
-from recagents.data import Dataset, readable_title
+from recagents.data.datasets import Dataset, readable_title
 from recagents.papers.interecagent.config import TITLE_SEPARATOR
 from recagents.papers.interecagent.sqlguard import ReadOnlyTable
 from recagents.papers.interecagent.sqllimits import COLUMNS, TABLE, ToolError
-
-__all__ = [
-    "ItemRow",
-    "ItemTable",
-    "TitleMatch",
-    "split_titles",
-]
 
 
 @dataclass(frozen=True)

@@ -18,26 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = [
-    "APOLOGY",
-    "BUS_CAP",
-    "DEMO_MODES",
-    "END",
-    "METHODS",
-    "OBSERVATION_CHARS",
-    "PLAN_MODES",
-    "RANK_KEEP",
-    "RANK_SCHEMAS",
-    "TITLE_SEPARATOR",
-    "TOOL_DESCRIPTIONS",
-    "TOOL_NAMES",
-    "TOP_RATIO_APP",
-    "TOP_RATIO_EVAL",
-    "InteRecConfig",
-    "SimulatorConfig",
-]
-
-
 # --------------------------------------------------------------------------- tools
 
 

@@ -30,12 +30,6 @@ from recagents.papers.interecagent.simulator import (
 )
 from recagents.papers.interecagent.toolbox import ToolContext
 
-__all__ = [
-    "ConversationRun",
-    "conversation_metrics",
-    "run_sessions",
-]
-
 
 @dataclass
 class ConversationRun:

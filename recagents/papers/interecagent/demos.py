@@ -23,14 +23,6 @@ import numpy as np
 from recagents.papers.interecagent.config import DEMO_MODES, RANK_SCHEMAS, TOOL_NAMES
 from recagents.resources import read_resource, resource
 
-__all__ = [
-    "DEMOS",
-    "DEMOS_SCHEMA",
-    "Demo",
-    "load_demos",
-    "select_demos",
-]
-
 
 @dataclass(frozen=True)
 class Demo:

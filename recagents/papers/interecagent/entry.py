@@ -22,7 +22,7 @@ import pandas as pd
 
 from recagents import baselines
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION, Dataset, Split, leave_one_out
+from recagents.data.datasets import POSITION, Dataset, Split, leave_one_out
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunLog
 from recagents.papers.interecagent.config import InteRecConfig, SimulatorConfig
@@ -31,23 +31,12 @@ from recagents.papers.interecagent.evaluate import one_turn_ranking
 from recagents.papers.interecagent.simulator import make_sessions
 from recagents.papers.interecagent.toolbox import ToolContext, build_context
 from recagents.protocol import (
-    CandidateRanking,
     PaperRun,
+    Ranking,
     RunOptions,
     metric_rows,
     ordered_frame,
 )
-
-__all__ = [
-    "DEFAULT_USERS",
-    "MAX_TURNS",
-    "METHODS",
-    "PAPER",
-    "TABLES",
-    "rank",
-    "run",
-    "target_rank_frame",
-]
 
 PAPER = "InteRecAgent"
 
@@ -99,7 +88,8 @@ def run(
     split = leave_one_out(dataset, min_rating=3)
     ranker = baselines.train_baseline("SASRec", split, options.training, progress=options.progress)
     ctx = build_context(dataset, split.history("test"), ranker=ranker, seed=config.seed)
-    sessions = make_sessions(split, dataset, options.users(DEFAULT_USERS), seed=config.seed,
+    n_users = DEFAULT_USERS if options.n_users is None else options.n_users
+    sessions = make_sessions(split, dataset, n_users, seed=config.seed,
                              table=ctx.table, domain=config.domain)  # fmt: skip
     sim = SimulatorConfig(seed=config.seed)
     own = RunLog()
@@ -186,11 +176,11 @@ def rank(
     seed: int = 0,
     n_negatives: int | None = None,
     cache_dir: Path | None = None,
-) -> CandidateRanking:
+) -> Ranking:
     """InteRecAgent in one-turn mode, ranking the given 1 + n candidates.
 
     :func:`one_turn_ranking` on sessions of the candidates' users (:func:`make_sessions` on
-    ``split``); it draws its candidates with :func:`recagents.data.candidate_sets` from the
+    ``split``); it draws its candidates with :func:`recagents.data.datasets.candidate_sets` from the
     same split, ``seed`` and ``cache_dir``, so they are the ones given when those come from
     the same draw (it checks the target). It reports the target's rank only, so the frame is
     :func:`target_rank_frame` (NDCG/HR exact; popularity of the top-k beyond the target not
@@ -232,4 +222,4 @@ def rank(
     wall = time.perf_counter() - started
     status = table[[USER, "status"]].reset_index(drop=True)
     note = "target rank only; other candidates in display order"
-    return CandidateRanking(frame, status, log, wall, note, extra={"one_turn": table})
+    return Ranking("InteRecAgent", frame, status, log, wall, note, extra={"one_turn": table})

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data import POSITION, Split, candidate_sets
+from recagents.data.datasets import POSITION, Split, candidate_sets
 from recagents.llm.client import ChatRequest, LLMClient
 from recagents.llm.runlog import RunContext, RunLog, ask
 from recagents.metrics import bootstrap_ci

@@ -15,10 +15,6 @@ from scipy import sparse
 
 from recagents.columns import ITEM, USER
 
-__all__ = [
-    "ItemCF",
-]
-
 
 class ItemCF:
     """Item-to-item similarity from co-occurrence: ``C_ij / sqrt(N_i * N_j)``.

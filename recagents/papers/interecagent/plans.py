@@ -33,19 +33,6 @@ from recagents.papers.interecagent.toolbox import (
     soft_filter,
 )
 
-__all__ = [
-    "PLAN_OBJECT_SCHEMA",
-    "PLAN_SCHEMA",
-    "ExecutionTrack",
-    "PlanError",
-    "PlanStep",
-    "StepRecord",
-    "execute_plan",
-    "execute_step",
-    "parse_plan",
-    "validate_plan",
-]
-
 
 class PlanError(ValueError):
     """A plan that cannot be executed; ``problems`` lists every reason, one line each."""

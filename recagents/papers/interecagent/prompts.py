@@ -20,28 +20,6 @@ from recagents.papers.interecagent.plans import PLAN_SCHEMA, validate_plan
 from recagents.papers.interecagent.sqllimits import ToolError
 from recagents.papers.interecagent.toolbox import parse_rank_input
 
-__all__ = [
-    "PlannerReply",
-    "critic_messages",
-    "critic_schema",
-    "llm_only_messages",
-    "llm_only_schema",
-    "merge_profile",
-    "parse_critic_reply",
-    "parse_llm_only_reply",
-    "parse_planner_reply",
-    "parse_profile_reply",
-    "parse_react_reply",
-    "planner_messages",
-    "planner_schema",
-    "profile_messages",
-    "profile_schema",
-    "react_messages",
-    "react_schema",
-    "summariser_messages",
-    "summariser_schema",
-]
-
 
 def _article(noun: str) -> str:
     return "an" if noun[:1].lower() in "aeiou" else "a"

@@ -19,19 +19,6 @@ from rapidfuzz import fuzz
 from recagents.metrics import bootstrap_ci
 from recagents.papers.interecagent.catalogue import ItemTable
 
-__all__ = [
-    "ConversationMetrics",
-    "fuzzy_hit",
-    "hit_at_k_and_at",
-    "hit_by_id",
-    "leaks",
-    "popular_recommend",
-    "random_recommend",
-    "ranking_ndcg",
-    "recall_at_k",
-]
-
-
 # --------------------------------------------------------------------------- metrics
 
 

@@ -16,13 +16,6 @@ from recagents.papers.interecagent.bus import CandidateBus
 from recagents.papers.interecagent.plans import ExecutionTrack
 from recagents.papers.interecagent.toolbox import ToolContext
 
-__all__ = [
-    "AgentSession",
-    "Attempt",
-    "ProfileUpdate",
-    "TurnResult",
-]
-
 
 @dataclass
 class Attempt:

@@ -15,25 +15,12 @@ from typing import Any
 import pandas as pd
 
 from recagents.columns import ITEM, USER
-from recagents.data import Dataset, Split, chronological_order
+from recagents.data.datasets import Dataset, Split, chronological_order
 from recagents.llm.client import ChatRequest, LLMClient
 from recagents.llm.runlog import RunLog, ask
 from recagents.papers.interecagent.catalogue import ItemTable
 from recagents.papers.interecagent.config import END, SimulatorConfig
 from recagents.papers.interecagent.scoring import leaks
-
-__all__ = [
-    "SessionSet",
-    "SessionSpec",
-    "SimMessage",
-    "make_sessions",
-    "parse_simulator_reply",
-    "simulate_turn",
-    "simulator_messages",
-    "simulator_schema",
-    "target_attributes",
-]
-
 
 # --------------------------------------------------------------------------- sessions
 
@@ -122,10 +109,10 @@ def make_sessions(
 
     Args:
         split: A leave-one-out split; the paper keeps ratings >= 3
-            (``recagents.data.leave_one_out(dataset, min_rating=3)``).
+            (``recagents.data.datasets.leave_one_out(dataset, min_rating=3)``).
         dataset: The dataset (titles, years, genres).
         users: ``None`` (every test user), a number (a seeded sample of test users, see
-            :func:`recagents.data.subsample_users`) or the user ids.
+            :func:`recagents.data.datasets.subsample_users`) or the user ids.
         seed: Seed of the user sample.
         history_length: Titles of history per user (paper: 10).
         include_valid: The history ends with the validation item (everything known before
@@ -134,7 +121,7 @@ def make_sessions(
             known interactions, ``split.history("test")``).
         domain: Item noun of a table built here.
     """
-    from recagents.data import subsample_users
+    from recagents.data.datasets import subsample_users
 
     known = split.history("test") if include_valid else split.train
     table = table or ItemTable.from_dataset(dataset, split.history("test"), domain=domain)

@@ -11,33 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = [
-    "CELL_CHARS",
-    "COLUMNS",
-    "ERROR_CHARS",
-    "FILTER_MAX_ROWS",
-    "LOOKUP_CHARS",
-    "PROGRESS_OPS",
-    "SQL_FUNCTIONS",
-    "SQL_HEAP_LIMIT_BYTES",
-    "SQL_LIMITS",
-    "SQL_MAX_CHARS",
-    "SQL_MAX_COLUMNS",
-    "SQL_MAX_COMPOUND",
-    "SQL_MAX_EXPR_DEPTH",
-    "SQL_MAX_FUNCTION_ARGS",
-    "SQL_MAX_LIKE_PATTERN",
-    "SQL_MAX_PROGRAM_OPS",
-    "SQL_MAX_ROWS",
-    "SQL_MAX_VARIABLES",
-    "SQL_RESULT_MAX_CHARS",
-    "SQL_VALUE_MAX_BYTES",
-    "TABLE",
-    "ToolError",
-    "clip_text",
-]
-
-
 #: Name of the one table the SQL tools see.
 TABLE = "items"
 #: Columns of :data:`TABLE`, in order.

@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 from recagents.papers.interecagent.sqllimits import SQL_MAX_CHARS, TABLE, ToolError, clip_text
 
 # Only private helpers: the table (sqlguard) and plan validation (plans) import them.
-__all__: list[str] = []
 
 
 _SQL_TOKEN = re.compile(

@@ -46,8 +46,6 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Any
 
-__all__ = ["ERROR_KINDS", "SqlWorker", "main"]
-
 #: What a failure reply's ``kind`` may be: a Python exception class raised by SQLite or by
 #: converting its values, ``timeout`` (the deadline passed), ``no_id`` (the result has no
 #: ``id`` column; the message lists the columns), ``too_many`` (more rows than allowed).

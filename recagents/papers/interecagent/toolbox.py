@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from recagents.data import Dataset
+from recagents.data.datasets import Dataset
 from recagents.llm.schemas import ReplyTooComplex, parse_json_bounded
 from recagents.papers.interecagent.bus import CandidateBus
 from recagents.papers.interecagent.catalogue import ItemTable, split_titles
@@ -38,18 +38,6 @@ from recagents.papers.interecagent.sqllimits import LOOKUP_CHARS, ToolError, cli
 
 if TYPE_CHECKING:
     from recagents.baselines import Baseline
-
-__all__ = [
-    "ToolContext",
-    "build_context",
-    "candidate_store",
-    "hard_filter",
-    "lookup",
-    "map_titles",
-    "parse_rank_input",
-    "rank",
-    "soft_filter",
-]
 
 
 @dataclass

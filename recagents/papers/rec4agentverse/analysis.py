@@ -19,13 +19,6 @@ from recagents.metrics import bootstrap_ci
 from recagents.papers.rec4agentverse.config import METRICS, STAGES
 from recagents.papers.rec4agentverse.session import SessionRun
 
-__all__ = [
-    "exposure_summary",
-    "session_trace",
-    "stage_comparison",
-    "stage_figure",
-]
-
 
 def stage_comparison(
     sessions: pd.DataFrame,

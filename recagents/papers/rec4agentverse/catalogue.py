@@ -25,21 +25,9 @@ from typing import Any, Literal
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, TITLE, YEAR
-from recagents.data import Dataset, readable_title
+from recagents.data.datasets import Dataset, readable_title
 from recagents.papers.rec4agentverse.config import ERAS, GENRE_NAMES, era_of_year
 from recagents.resources import ResourceError, read_resource, resource
-
-__all__ = [
-    "ADVERSARY_SPEC",
-    "AGENTS_SCHEMA",
-    "AGENT_SPECS",
-    "AgentCard",
-    "AgentSpec",
-    "Catalogue",
-    "build_catalogue",
-    "load_agent_specs",
-]
-
 
 # --------------------------------------------------------------------------- agent items
 

@@ -14,18 +14,6 @@ from typing import Any, Literal
 
 import pandas as pd
 
-__all__ = [
-    "ERAS",
-    "GENRE_NAMES",
-    "METRICS",
-    "SENSITIVE_FIELDS",
-    "SHARE_FIELDS",
-    "STAGES",
-    "Rec4AConfig",
-    "era_of_year",
-]
-
-
 #: The stages of the paper, each adding an information flow to the previous one.
 STAGES = (1, 2, 3)
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from recagents.data import Dataset, leave_one_out
+from recagents.data.datasets import Dataset, leave_one_out
 from recagents.llm.runlog import RunLog
 from recagents.papers.rec4agentverse.analysis import stage_comparison
 from recagents.papers.rec4agentverse.catalogue import build_catalogue
@@ -26,8 +26,6 @@ from recagents.papers.rec4agentverse.config import STAGES, Rec4AConfig
 from recagents.papers.rec4agentverse.stages import run_stages
 from recagents.papers.rec4agentverse.users import SimUser, make_users
 from recagents.protocol import PaperRun, RunOptions, metric_rows
-
-__all__ = ["DEFAULT_USERS", "METHODS", "PAPER", "TABLES", "run"]
 
 PAPER = "Rec4Agentverse"
 
@@ -77,7 +75,12 @@ def run(
     client = options.resolved_client() if config.uses_llm else options.client
     split = leave_one_out(dataset, min_rating=4)
     catalogue = build_catalogue(dataset, split.train)
-    users = make_users(split, dataset, options.users(DEFAULT_USERS), seed=config.seed)
+    users = make_users(
+        split,
+        dataset,
+        (DEFAULT_USERS if options.n_users is None else options.n_users),
+        seed=config.seed,
+    )
     own = RunLog()
     result = run_stages(users, catalogue, config, stages, client, own)
     options.record(own)

@@ -12,15 +12,6 @@ from recagents.papers.rec4agentverse.config import era_of_year
 from recagents.papers.rec4agentverse.recommender import Profile
 from recagents.papers.rec4agentverse.users import SimUser
 
-__all__ = [
-    "hit_at_k",
-    "jaccard",
-    "preference_share",
-    "profile_match",
-    "turns_needed",
-]
-
-
 # --------------------------------------------------------------------------- metrics
 
 

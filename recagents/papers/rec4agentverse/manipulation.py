@@ -44,12 +44,6 @@ from recagents.papers.rec4agentverse.reports import (
 from recagents.papers.rec4agentverse.templates import template_opening
 from recagents.papers.rec4agentverse.users import SimUser
 
-__all__ = [
-    "manipulation_experiment",
-    "manipulation_summary",
-]
-
-
 # --------------------------------------------------------------------------- manipulation
 
 

@@ -23,26 +23,6 @@ from recagents.papers.rec4agentverse.config import (
 from recagents.papers.rec4agentverse.recommender import Instruction, Profile, profile_from_text
 from recagents.papers.rec4agentverse.users import SimUser
 
-__all__ = [
-    "AgentReply",
-    "agent_messages",
-    "agent_schema",
-    "opening_schema",
-    "parse_agent_reply",
-    "parse_choice",
-    "parse_opening",
-    "parse_reaction",
-    "parse_report_reply",
-    "reaction_schema",
-    "recommender_messages",
-    "recommender_schema",
-    "report_messages",
-    "report_reply_schema",
-    "user_opening_messages",
-    "user_reaction_messages",
-]
-
-
 # --------------------------------------------------------------------------- prompts
 
 

@@ -18,19 +18,6 @@ import pandas as pd
 from recagents.papers.rec4agentverse.catalogue import Catalogue
 from recagents.papers.rec4agentverse.config import Rec4AConfig, _join, era_of_year
 
-__all__ = [
-    "Instruction",
-    "Profile",
-    "choose_agent",
-    "instruction_for",
-    "merge_shortlists",
-    "profile_from_text",
-    "score_agents",
-    "shortlist",
-    "update_profile",
-]
-
-
 # --------------------------------------------------------------------------- profiles
 
 

@@ -20,18 +20,6 @@ from recagents.papers.rec4agentverse.recommender import Profile
 from recagents.papers.rec4agentverse.users import SimUser
 from recagents.resources import import_jsonschema
 
-__all__ = [
-    "adversarial_report",
-    "build_report",
-    "detect_leaks",
-    "gate_report",
-    "honest_report",
-    "render_report",
-    "report_schema",
-    "validate_report",
-]
-
-
 # --------------------------------------------------------------------------- reports
 
 

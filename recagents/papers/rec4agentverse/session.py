@@ -44,11 +44,6 @@ from recagents.papers.rec4agentverse.recommender import (
 from recagents.papers.rec4agentverse.templates import template_agent_reply, template_reaction
 from recagents.papers.rec4agentverse.users import SimUser
 
-__all__ = [
-    "SessionRun",
-]
-
-
 # --------------------------------------------------------------------------- sessions
 
 

@@ -70,11 +70,6 @@ from recagents.papers.rec4agentverse.session import (
 from recagents.papers.rec4agentverse.templates import template_opening, template_report
 from recagents.papers.rec4agentverse.users import SimUser
 
-__all__ = [
-    "run_sessions",
-    "run_stages",
-]
-
 
 def run_sessions(
     users: Sequence[SimUser],

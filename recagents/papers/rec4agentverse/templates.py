@@ -22,14 +22,6 @@ from recagents.papers.rec4agentverse.recommender import Profile, profile_from_te
 from recagents.papers.rec4agentverse.reports import _report_text
 from recagents.papers.rec4agentverse.users import SimUser
 
-__all__ = [
-    "template_agent_reply",
-    "template_opening",
-    "template_reaction",
-    "template_report",
-]
-
-
 # --------------------------------------------------------------------------- template policies
 
 

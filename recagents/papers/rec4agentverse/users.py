@@ -15,15 +15,9 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, RATING, USER, YEAR
-from recagents.data import Dataset, Split, chronological_order
+from recagents.data.datasets import Dataset, Split, chronological_order
 from recagents.papers.rec4agentverse.catalogue import _id_key
 from recagents.papers.rec4agentverse.config import GENRE_NAMES, era_of_year
-
-__all__ = [
-    "SimUser",
-    "make_users",
-]
-
 
 # --------------------------------------------------------------------------- simulated users
 

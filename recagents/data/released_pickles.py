@@ -1,7 +1,7 @@
 """Allow-lists for the papers' released pickles: numpy object arrays, torch tensors, frames.
 
-:mod:`recagents.safepickle` admits plain numpy data. The released files hold more, and each
-kind gets guarded stand-ins here, added to :data:`recagents.safepickle.NUMPY_PLAIN`:
+:mod:`recagents.data.safepickle` admits plain numpy data. The released files hold more, and each
+kind gets guarded stand-ins here, added to :data:`recagents.data.safepickle.NUMPY_PLAIN`:
 
 * :data:`OBJECT_ARRAYS`: numpy arrays of dtype ``object`` whose elements the pickle builds
   itself (lists, dicts, strings): ``np.save`` of a dict (AgentCF's ``saved/1000/*.npy``) is
@@ -41,16 +41,8 @@ import numpy as np
 import pandas as pd
 from numpy.lib import format as npy_format
 
-from recagents import safepickle
-from recagents.safepickle import AllowList, LoadGuard, UnsafePickleError, brief
-
-__all__ = [
-    "OBJECT_ARRAYS",
-    "PANDAS_FRAMES",
-    "TORCH_AS_NUMPY",
-    "load_frame",
-    "load_npy_object",
-]
+from recagents.data import safepickle
+from recagents.data.safepickle import AllowList, LoadGuard, UnsafePickleError, brief
 
 _PLAIN_BUILD = dict(safepickle.NUMPY_PLAIN.builders)
 #: numpy's pickled state of its object dtype: version 3, no byte order, item size -1.
@@ -254,7 +246,7 @@ def load_npy_object(path: Path, allow: AllowList = OBJECT_ARRAYS) -> Any:
 
 
 def _load_named(path: Path, payload: bytes, allow: AllowList) -> Any:
-    """:func:`recagents.safepickle.load` on bytes, with errors naming ``path``."""
+    """:func:`recagents.data.safepickle.load` on bytes, with errors naming ``path``."""
     try:
         return safepickle.load(payload, allow)
     except pickle.UnpicklingError as error:

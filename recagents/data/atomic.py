@@ -17,8 +17,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["FIELD_TYPES", "INTER_HEADER", "DatasetError", "Parsed", "parse_atomic", "read_atomic"]
-
 #: RecBole's field types: ``float`` fields become floats, the others stay strings.
 FIELD_TYPES = ("token", "token_seq", "float", "float_seq")
 

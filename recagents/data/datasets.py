@@ -9,7 +9,7 @@ tab-separated with a header of ``field:type`` pairs.
 Reading is strict: a malformed file stops with one line naming the file and the line
 (:func:`read_atomic`), and interaction rows that could leak into or become a test item
 are dropped, counted in :attr:`Dataset.report` and summarised in one warning
-(:func:`load_dataset`).
+(:func:`read_dataset`).
 """
 
 from __future__ import annotations
@@ -26,21 +26,20 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from recagents.atomic import (  # re-exported: recagents.data.read_atomic etc. keep working
-    FIELD_TYPES,  # noqa: F401
+from recagents.columns import GENRES, ITEM, LABEL, RATING, TIMESTAMP, TITLE, USER, YEAR
+from recagents.config import settings
+from recagents.data.atomic import (
     INTER_HEADER,
     DatasetError,
     Parsed,
     parse_atomic,
     read_atomic,
 )
-from recagents.columns import GENRES, ITEM, LABEL, RATING, TIMESTAMP, TITLE, USER, YEAR
-from recagents.config import settings
 
 #: Datasets that ship inside an installed package and need no path.
 EMBEDDED_DATASETS = ("ml-100k",)
-#: The papers' released datasets, fetched by :mod:`recagents.releases` and read by
-#: :mod:`recagents.released` (AgentCF's CDs subsets with their split; AFL's LastFM).
+#: The papers' released datasets, fetched by :mod:`recagents.data.releases` and read by
+#: :mod:`recagents.data.released` (AgentCF's CDs subsets with their split; AFL's LastFM).
 RELEASED_DATASETS = ("cds-dense", "cds-sparse", "lastfm")
 
 #: Item-file fields that hold the title, the year and the genres, first match wins.
@@ -52,7 +51,7 @@ _ARTICLE = re.compile(r"^(?P<body>.+), (?P<article>The|A|An)(?P<rest> \(.*\))?$"
 
 POSITION = "position"
 
-#: Why :func:`load_dataset` drops an interaction row (the keys of ``LoadReport.dropped``).
+#: Why :func:`read_dataset` drops an interaction row (the keys of ``LoadReport.dropped``).
 EMPTY_USER = "empty user_id"
 EMPTY_ITEM = "empty item_id"
 MISSING_TIMESTAMP = "missing timestamp"
@@ -61,7 +60,7 @@ DROP_REASONS = (EMPTY_USER, EMPTY_ITEM, MISSING_TIMESTAMP, DUPLICATE)
 
 
 class DatasetWarning(UserWarning):
-    """Rows of a dataset file that :func:`load_dataset` dropped, with counts per reason."""
+    """Rows of a dataset file that :func:`read_dataset` dropped, with counts per reason."""
 
 
 class CandidateCacheWarning(UserWarning):
@@ -76,7 +75,7 @@ class Dataset:
         name: Short name (``ml-100k`` or the folder name of an atomic dataset).
         path: Folder the files were read from.
         interactions: ``[user_id, item_id, rating?, timestamp?]`` in file order, less the
-            rows :func:`load_dataset` dropped.
+            rows :func:`read_dataset` dropped.
         items: ``[item_id, title, year, genres, ...]`` or ``None`` without a ``.item`` file;
             ``genres`` holds tuples of strings.
         users: ``[user_id, ...]`` or ``None`` without a ``.user`` file.
@@ -84,7 +83,7 @@ class Dataset:
             dataset built by hand.
         domain: The noun for one item in prompts and tables: ``"movie"`` unless the
             dataset says otherwise (``"CD"`` for AgentCF's CDs subsets, ``"artist"`` for
-            LastFM, see :mod:`recagents.released`).
+            LastFM, see :mod:`recagents.data.released`).
     """
 
     name: str
@@ -193,7 +192,7 @@ def _tidy_items(raw: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What :func:`load_dataset` dropped from the interaction file, and why.
+    """What :func:`read_dataset` dropped from the interaction file, and why.
 
     Attributes:
         path: The ``.inter`` file.
@@ -243,7 +242,7 @@ def _id_codes(ids: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _clean_interactions(parsed: Parsed, path: Path) -> tuple[pd.DataFrame, LoadReport]:
-    """Apply :func:`load_dataset`'s row rules: reject impossible values, drop and count."""
+    """Apply :func:`read_dataset`'s row rules: reject impossible values, drop and count."""
     keep = [c for c in (USER, ITEM, RATING, TIMESTAMP) if c in parsed.frame.columns]
     frame = parsed.frame[keep].reset_index(drop=True)
     if RATING in frame:
@@ -300,8 +299,8 @@ def _reject(
     )
 
 
-def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
-    """Load a dataset by name (``ml-100k``, shipped in the ``recbole`` wheel) or by path.
+def read_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
+    """Read a dataset in RecBole's atomic format: ``ml-100k`` (in the ``recbole`` wheel) or a path.
 
     Files are read by the strict rules of :func:`read_atomic`. Rows of the interaction
     file then follow these rules, so that no row can leak into or become a test item:
@@ -319,14 +318,11 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
     Dropped rows are counted in :attr:`Dataset.report` and summarised in one
     :class:`DatasetWarning`.
 
-    A name in :data:`RELEASED_DATASETS` (``"cds-dense"``, ``"cds-sparse"``, ``"lastfm"``)
-    loads a paper's released files instead, through
-    :func:`recagents.released.released_dataset` (their split and test samples come from
-    :mod:`recagents.released`).
+    :func:`recagents.data.load_dataset` also knows the papers' released datasets.
 
     Args:
-        name_or_path: ``"ml-100k"``, a name in :data:`RELEASED_DATASETS`, or the folder (or
-            ``.inter`` file) of any RecBole atomic dataset.
+        name_or_path: ``"ml-100k"``, or the folder (or ``.inter`` file) of any RecBole
+            atomic dataset.
 
     Returns:
         The :class:`Dataset`; interactions keep file order, which breaks timestamp ties.
@@ -335,10 +331,6 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
         DatasetError: Unknown name, missing or malformed file, or impossible value, in one
             line naming the file (and the line, for a malformed row).
     """
-    if isinstance(name_or_path, str) and name_or_path in RELEASED_DATASETS:
-        from recagents.released import released_dataset  # imports this module
-
-        return released_dataset(name_or_path)
     name, folder = resolve_dataset(name_or_path)
     path = folder / f"{name}.inter"
     interactions, report = _clean_interactions(parse_atomic(path, (USER, ITEM)), path)

@@ -54,22 +54,6 @@ from typing import Any
 from recagents.config import settings
 from recagents.resources import ResourceError, read_resource, resource
 
-__all__ = [
-    "DEADLINE_ENV",
-    "DEADLINE_S",
-    "DEFAULT_URL",
-    "MIRROR_ENV",
-    "RELEASES_SCHEMA",
-    "URL_ENV",
-    "Release",
-    "ReleaseError",
-    "ReleaseFile",
-    "fetch",
-    "load_manifest",
-    "manifest",
-    "release_names",
-]
-
 #: The environment variable naming the offline mirror's root folder.
 MIRROR_ENV = "RECAGENTS_RELEASES_MIRROR"
 #: The environment variable that replaces :data:`DEFAULT_URL` (tests point it at loopback).

@@ -1,8 +1,8 @@
 """The papers' released data as named datasets: AgentCF's CDs subsets and AFL's LastFM.
 
-Every file comes through :func:`recagents.releases.fetch` (SHA-256 checked; the offline
+Every file comes through :func:`recagents.data.releases.fetch` (SHA-256 checked; the offline
 mirror only when ``RECAGENTS_RELEASES_MIRROR`` names it) and every pickle through
-:mod:`recagents.safepickle` with the allow-lists of :mod:`recagents.released_pickles`.
+:mod:`recagents.data.safepickle` with the allow-lists of :mod:`recagents.data.released_pickles`.
 
 * ``cds-dense`` / ``cds-sparse`` (:func:`load_cds`): AgentCF's two 100-user Amazon CDs
   subsets with the released RecBole split kept (ids as released), titles HTML-unescaped,
@@ -26,28 +26,12 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from recagents import releases
-from recagents.atomic import DatasetError, read_atomic
 from recagents.columns import GENRES, ITEM, TITLE, USER, YEAR
-from recagents.data import RELEASED_DATASETS, Dataset, Split
+from recagents.data import releases
+from recagents.data.atomic import DatasetError, read_atomic
+from recagents.data.datasets import RELEASED_DATASETS, Dataset, Split
+from recagents.data.released_pickles import TORCH_AS_NUMPY, load_frame, load_npy_object
 from recagents.metrics import bootstrap_ci
-from recagents.released_pickles import TORCH_AS_NUMPY, load_frame, load_npy_object
-
-__all__ = [
-    "AFL_RELEASE",
-    "AGENTCF_RELEASE",
-    "LASTFM_CANDIDATES",
-    "LASTFM_PADDING",
-    "LASTFM_SEED",
-    "cds_item_memory_versions",
-    "cds_user_memories",
-    "load_cds",
-    "lastfm_candidates",
-    "lastfm_picks_listed",
-    "load_lastfm",
-    "released_dataset",
-    "sasrec_hit_at_1",
-]
 
 #: The releases (names in ``recagents/resources/releases.json``) these datasets come from.
 AGENTCF_RELEASE = "agentcf-cds"
@@ -129,7 +113,7 @@ def load_cds(variant: Literal["dense", "sparse"] = "dense") -> tuple[Dataset, Sp
 
     Raises:
         DatasetError: An unknown variant, or split files that disagree (naming the line).
-        recagents.releases.ReleaseError: A file not in the cache, mirror or network.
+        recagents.data.releases.ReleaseError: A file not in the cache, mirror or network.
     """
     sequences = _user_sequences(variant)
     rows = [(user, item) for user, items in sequences.items() for item in items]
@@ -178,7 +162,7 @@ def cds_item_memory_versions(
 
     The file (``saved/1000/item_embeddings_<id>.npy``) is ``np.save`` of the agent's
     ``{description: ada-002 embedding}`` dict; it is read through
-    :func:`recagents.released_pickles.load_npy_object` (torch tensors become numpy arrays).
+    :func:`recagents.data.released_pickles.load_npy_object` (torch tensors become numpy arrays).
     Only a sample of these files is in the manifest and the offline mirror (see its README).
 
     Returns:
@@ -186,7 +170,7 @@ def cds_item_memory_versions(
         ``embedding`` a float32 array or ``None``.
 
     Raises:
-        recagents.releases.ReleaseError: The item's file is not in the manifest (the message
+        recagents.data.releases.ReleaseError: The item's file is not in the manifest (the message
             names it and the items that are) or cannot be fetched.
     """
     path = _cds_path(variant, f"{_SAVED}/item_embeddings_{item_id}.npy")
@@ -259,7 +243,7 @@ def load_lastfm() -> tuple[Dataset, pd.DataFrame, pd.DataFrame]:
 
     The frames (``train_data.df``, ``Val_data.df``, ``Test_data.df``: ``seq`` padded with
     :data:`LASTFM_PADDING`, ``len_seq``, ``next``) are read through
-    :func:`recagents.released_pickles.load_frame`. Interactions are the training windows
+    :func:`recagents.data.released_pickles.load_frame`. Interactions are the training windows
     joined back into users (``u0``, ``u1``, ...); items are ``id2name.txt``'s artists. The
     samples are ``Test_data.df``'s rows with ``len_seq >= 3`` numbered as AFL numbers them
     (``sample`` is its ``id``), and ``prior_lastfm/SASRec.csv`` is matched on that id.
@@ -414,7 +398,7 @@ def sasrec_hit_at_1(
 
 
 def released_dataset(name: str) -> Dataset:
-    """The :class:`~recagents.data.Dataset` of a name in ``RELEASED_DATASETS``."""
+    """The :class:`~recagents.data.datasets.Dataset` of a name in ``RELEASED_DATASETS``."""
     if name == "lastfm":
         return load_lastfm()[0]
     if name in RELEASED_DATASETS:
