@@ -36,14 +36,124 @@ Every number must be finite and within its range (:data:`LIMITS`); anything else
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal, Union
+
+import numpy as np
 
 
 class ConfigError(ValueError):
     """An environment variable with a value that cannot be used, named in the message."""
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+def bounds(
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    above: float | None = None,
+    env: str | None = None,
+) -> dict[str, object]:
+    """Metadata of a numeric field for :func:`check_fields`: ``low <= value <= high``.
+
+    ``above`` is an exclusive lower bound (``value > above``); ``env`` names the environment
+    variable the field is read from, so an error names what the user set.
+    Example: ``n_candidates: int = field(default=20, metadata=bounds(2))``.
+    """
+    return {"low": low, "high": high, "above": above, "env": env}
+
+
+def _range_text(kind: str, meta: Mapping[str, Any]) -> str:
+    low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
+    lower = f"above {above:g}" if above is not None else f"from {low:g}" if low is not None else ""
+    upper = f"to {high:g}" if high is not None else ""
+    return " ".join(part for part in (kind, lower, upper) if part)
+
+
+def _type_problem(value: Any, hint: Any) -> str | None:
+    """Why ``value`` does not fit the annotation ``hint``, or ``None`` when it does.
+
+    Checks what a config holds: ``Literal`` choices, ``bool``, ``int`` (not ``bool``),
+    ``float`` (finite; an ``int`` is accepted), ``str``, ``Path``, ``X | None`` and
+    ``tuple[X, ...]``; any other annotation is not checked.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return None if value in args else f"is not one of {', '.join(map(repr, args))}"
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        problems = [_type_problem(value, arg) for arg in args if arg is not type(None)]
+        return None if any(p is None for p in problems) else problems[0]
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return "is not a tuple"
+        inner = args[0] if len(args) == 2 and args[1] is Ellipsis else None
+        for item in value if inner is not None else ():
+            problem = _type_problem(item, inner)
+            if problem is not None:
+                return f"holds {item!r}, which {problem}"
+        return None
+    if hint is bool:
+        return None if isinstance(value, bool) else "is not True or False"
+    if hint is int:
+        ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
+        return None if ok else "is not an integer"
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+            return "is not a number"
+        return None if math.isfinite(value) else "is not a finite number"
+    if hint is str:
+        return None if isinstance(value, str) else "is not a string"
+    if hint is Path:
+        return None if isinstance(value, Path) else "is not a path"
+    return None
+
+
+def check_fields(instance: Any) -> None:
+    """Check every field of a dataclass against its annotation and its :func:`bounds`.
+
+    The one validation of every settings object (the papers' configs and
+    :class:`Settings`), called from their ``__post_init__``: a value of the wrong kind,
+    outside its ``Literal`` choices or outside its bounds stops with one message naming the
+    class and field (or the environment variable) and what is allowed.
+
+    Raises:
+        ConfigError: The first field that does not fit (a ``ValueError``).
+    """
+    hints = typing.get_type_hints(type(instance))
+    for spec in dataclasses.fields(instance):
+        value, meta = getattr(instance, spec.name), spec.metadata
+        label = (
+            f"{spec.name} ({meta['env']})"
+            if meta.get("env")
+            else f"{type(instance).__name__}.{spec.name}"
+        )
+        problem = _type_problem(value, hints.get(spec.name, Any))
+        if problem is not None:
+            raise ConfigError(f"{label}={value!r} {problem}")
+        if value is None or not {"low", "high", "above"} & set(meta):
+            continue
+        kind = "an integer" if hints.get(spec.name) in (int, int | None) else "a number"
+        low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
+        if (
+            (low is not None and value < low)
+            or (high is not None and value > high)
+            or (above is not None and value <= above)
+        ):
+            raise ConfigError(f"{label}={value!r} is out of range: use {_range_text(kind, meta)}")
+
+
+# --------------------------------------------------------------------------- settings
 
 
 @dataclass(frozen=True)
@@ -73,21 +183,32 @@ class Settings:
     llm_base_url: str | None = None
     llm_model: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    llm_concurrency: int | None = None
-    llm_timeout_s: float = 120.0
-    llm_max_attempts: int = 5
-    llm_max_reasks: int = 2
-    llm_structured: str = "auto"
+    llm_concurrency: int | None = field(
+        default=None, metadata=bounds(1, 256, env="RECAGENTS_LLM_CONCURRENCY")
+    )
+    llm_timeout_s: float = field(
+        default=120.0, metadata=bounds(0.1, 24 * 3600.0, env="RECAGENTS_LLM_TIMEOUT")
+    )
+    llm_max_attempts: int = field(
+        default=5, metadata=bounds(1, 20, env="RECAGENTS_LLM_MAX_ATTEMPTS")
+    )
+    llm_max_reasks: int = field(default=2, metadata=bounds(0, 10, env="RECAGENTS_LLM_MAX_REASKS"))
+    llm_structured: Literal["auto", "json_object", "json_schema"] = field(
+        default="auto", metadata={"env": "RECAGENTS_LLM_STRUCTURED"}
+    )
     embed_model: str | None = None
-    lock_timeout_s: float = 1800.0
+    lock_timeout_s: float = field(
+        default=1800.0, metadata=bounds(0, 7 * 24 * 3600.0, env="RECAGENTS_LOCK_TIMEOUT")
+    )
     llm_cache_file: Path | None = None
 
     def __post_init__(self) -> None:
-        """Check every numeric setting, also when code builds or replaces one directly."""
-        for field_name, (variable, kind, low, high) in LIMITS.items():
-            value = getattr(self, field_name)
-            if value is not None:
-                check_number(f"{field_name} ({variable})", value, kind, low, high)
+        """Check every setting, also when code builds or replaces one directly.
+
+        The upper bounds refuse values that are surely typos (1e9 requests in flight, 100,000
+        tries per request) before a run starts, rather than failing (or hanging) in its middle.
+        """
+        check_fields(self)
         if self.llm_base_url is not None:
             check_endpoint_url("RECAGENTS_LLM_BASE_URL", self.llm_base_url)
 
@@ -95,18 +216,6 @@ class Settings:
     def llm_cache_path(self) -> Path:
         """The SQLite file that caches every LLM and embedding reply."""
         return self.llm_cache_file or self.cache_dir / "llm-cache.sqlite"
-
-
-#: Allowed range of each numeric setting: (environment variable, kind, lowest, highest).
-#: The upper bounds refuse values that are surely typos (1e9 requests in flight, 100,000
-#: tries per request) before a run starts, rather than failing (or hanging) in its middle.
-LIMITS: dict[str, tuple[str, type, float, float]] = {
-    "llm_concurrency": ("RECAGENTS_LLM_CONCURRENCY", int, 1, 256),
-    "llm_timeout_s": ("RECAGENTS_LLM_TIMEOUT", float, 0.1, 24 * 3600.0),
-    "llm_max_attempts": ("RECAGENTS_LLM_MAX_ATTEMPTS", int, 1, 20),
-    "llm_max_reasks": ("RECAGENTS_LLM_MAX_REASKS", int, 0, 10),
-    "lock_timeout_s": ("RECAGENTS_LOCK_TIMEOUT", float, 0, 7 * 24 * 3600.0),
-}
 
 
 def _allowed(kind: type, low: float, high: float) -> str:
@@ -176,12 +285,14 @@ def check_endpoint_url(name: str, url: str) -> str:
 
 
 def _number(field_name: str, default: float) -> float:
-    """The setting ``field_name`` from its environment variable, checked against LIMITS."""
-    name, kind, low, high = LIMITS[field_name]
-    raw = os.environ.get(name)
+    """The setting ``field_name`` from its environment variable, checked against its bounds."""
+    spec = next(f for f in dataclasses.fields(Settings) if f.name == field_name)
+    meta = spec.metadata
+    raw = os.environ.get(meta["env"])
     if raw is None or raw.strip() == "":
         return default
-    return check_number(name, raw, kind, low, high)
+    kind = float if isinstance(default, float) else int
+    return check_number(meta["env"], raw, kind, meta["low"], meta["high"])
 
 
 def settings() -> Settings:

@@ -18,7 +18,10 @@ import random
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from recagents.protocol import PaperRun
 
 RECORD_MIME = "application/vnd.recagents.record+json"
 """MIME type of the display outputs written by :func:`record`."""
@@ -142,6 +145,26 @@ def record(name: str, value: Any) -> None:
     from IPython.display import display
 
     display({RECORD_MIME: {"name": name, "value": clean}, "text/plain": text}, raw=True)
+
+
+def run_records(run: PaperRun) -> dict[str, Any]:
+    """The records of a paper's run: ``<metric>`` -> ``[value, low, high]``, ``<metric>/n`` -> n.
+
+    One row of :attr:`~recagents.protocol.PaperRun.metrics` gives two records, named by the
+    metric (e.g. ``"HR@1/AFL"``), so a claim names a metric, not a notebook's f-string; the
+    test of the one pipeline compares these with what the paper's ``run`` returns.
+    """
+    records: dict[str, Any] = {}
+    for row in run.metrics.itertuples(index=False):
+        records[str(row.metric)] = [float(row.value), float(row.low), float(row.high)]
+        records[f"{row.metric}/n"] = int(row.n)
+    return records
+
+
+def record_run(run: PaperRun) -> None:
+    """:func:`record` every headline metric of a paper's run (:func:`run_records`)."""
+    for name, value in run_records(run).items():
+        record(name, value)
 
 
 def read_records(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import pytest
 from scripted_server import ScriptedServer, closed_port_url, status
 from scripted_server import scripted_server as scripted_server  # noqa: F401  (fixture)
 
-from recagents.config import LIMITS, ConfigError, Settings, settings
+from recagents.config import ConfigError, Settings, settings
 from recagents.llm import local
 from recagents.llm.bundle import endpoint_host
 from recagents.llm.cache import CacheError, ResponseCache, request_key
@@ -324,10 +324,14 @@ def test_settings_accept_the_bounds_and_blank_values(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("RECAGENTS_CACHE_DIR", str(tmp_path))
-    for field_name, (variable, kind, low, high) in LIMITS.items():
+    bounded = [f for f in dataclasses.fields(Settings) if "low" in f.metadata]
+    assert len(bounded) == 5
+    for spec in bounded:
+        variable, low, high = spec.metadata["env"], spec.metadata["low"], spec.metadata["high"]
+        whole = isinstance(spec.default, int) or spec.default is None
         for value in (low, high):
-            monkeypatch.setenv(variable, str(int(value) if kind is int else value))
-            assert getattr(settings(), field_name) == value
+            monkeypatch.setenv(variable, str(int(value) if whole else value))
+            assert getattr(settings(), spec.name) == value
         monkeypatch.setenv(variable, " ")
         settings()
 
