@@ -144,7 +144,8 @@ check-published: $(STAMP)  ## rerun the published run from its bundle alone; fai
 	$(BIN)/python -m recagents.report stale --before build/published-before.json
 
 test: export RECAGENTS_FIGURES_DIR = $(CURDIR)/build/smoke/figures
-test: $(STAMP)  ## every tier: unit, integration, smoke notebooks from their replies, nbval, check-published
+test: $(STAMP)  ## every tier: lint, unit, integration, smoke notebooks from their replies, nbval, check-published
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest tests
 	RECAGENTS_REPLAY=$(CURDIR)/replies/smoke.bundle $(BIN)/python -m pytest --nbval \
 	  --nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg -p no:cacheprovider build/smoke
@@ -153,10 +154,12 @@ test: $(STAMP)  ## every tier: unit, integration, smoke notebooks from their rep
 test-fast: $(STAMP)  ## the unit tier only: no model, no RecBole training (about 2 minutes)
 	$(BIN)/python -m pytest tests/unit -m "not slow"
 
-lint: $(STAMP)  ## ruff, and committed notebooks must be stripped
+lint: $(STAMP)  ## ruff, the layering contracts (import-linter), the type checker (mypy); notebooks stripped
 	$(BIN)/ruff check recagents tests $(wildcard bench) notebooks
 	$(BIN)/ruff format --check recagents tests $(wildcard bench)
 	$(BIN)/nbstripout --verify $(NOTEBOOKS)
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 strip: $(STAMP)  ## strip outputs from the committed notebooks
 	$(BIN)/nbstripout $(NOTEBOOKS)

@@ -73,9 +73,19 @@ def bounds(
 
 
 def _range_text(kind: str, meta: Mapping[str, Any]) -> str:
+    """``"an integer from 1 to 10"``, ``"a number above 0 and at most 1"``, ..."""
     low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
     lower = f"above {above:g}" if above is not None else f"from {low:g}" if low is not None else ""
-    upper = f"to {high:g}" if high is not None else ""
+    if high is None:
+        upper = ""
+    else:
+        upper = (
+            f"to {high:g}"
+            if low is not None
+            else f"and at most {high:g}"
+            if lower
+            else f"at most {high:g}"
+        )
     return " ".join(part for part in (kind, lower, upper) if part)
 
 
