@@ -2,9 +2,10 @@
 
 What it measures, in one run on one machine with the same GGUF and the same threads:
 
-1. **Capture.** Each paper's entry point (``run``, the call its notebook makes) runs at a small
-   size against the embedded model, with a reply cache of the bench's own (so a rerun of the
-   bench skips this), and every batch it sends (each ``LLMClient.map``) is recorded.
+1. **Capture.** Each paper of the registry runs its pipeline (``run``, the steps its notebook
+   runs) at the smoke profile's sizes against the embedded model, with a reply cache of the
+   bench's own (so a rerun of the bench skips this), and every batch it sends (each
+   ``LLMClient.map``) is recorded.
 2. **The fixed workload, served three ways.** The captured batches are sent again, uncached,
    batch by batch as the paper sent them, to: the raw model in this process
    (``llama_cpp.Llama``, one request at a time, its KV prefix reused between requests: the
@@ -17,8 +18,8 @@ What it measures, in one run on one machine with the same GGUF and the same thre
    completion tokens) sent at 1, 4 and 8 requests in flight to llama-server (8 slots) and to
    llama-cpp-python's server: generated tokens per second and the gain over 1.
 
-    .venv/bin/python bench/llm_serving.py                 # all five papers, 2 users each
-    .venv/bin/python bench/llm_serving.py --papers afl agentcf --users 4 --threads 2
+    .venv/bin/python bench/llm_serving.py                 # every paper, smoke-profile sizes
+    .venv/bin/python bench/llm_serving.py --papers AFL AgentCF --users 4 --threads 2
 
 Needs the llama-server build (``python recagents/llm/runtime_build.py install``). Greedy
 decoding in a batch is not bit-identical to decoding alone, so replies (and so completion
@@ -38,30 +39,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from recagents import baselines
 from recagents.config import settings
 from recagents.data import load_dataset
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import ChatRequest, LLMClient
 from recagents.llm.local import MODEL_ALIAS, LocalServer, default_model_path
 from recagents.llm.wire import response_format
-from recagents.protocol import RunOptions
+from recagents.papers import registry
+from recagents.protocol import Paper, RunOptions
 
 PROMPT_TPS, GENERATION_TPS = 200.0, 90.0
-PAPERS = ("agentcf", "agent4rec", "afl", "interecagent", "rec4agentverse")
-QUICK = baselines.TrainConfig(epochs=2, stopping_step=2)
-#: Users per paper where ``--users`` is too few (AgentCF's dense subset of 2 users has too few
-#: unseen items for 1 + 9 candidates), and AgentCF's smoke-profile training (1 step of 3).
-MIN_USERS = {"agentcf": 3}
-
-
-def small_config(paper: str) -> Any:
-    """The paper's settings, except AgentCF's training steps (notebook 01's smoke profile)."""
-    if paper == "agentcf":
-        from recagents.papers.agentcf import AgentCFConfig
-
-        return AgentCFConfig(steps=1, batch_size=3)
-    return None
+PAPERS = registry()
 
 
 class CapturingClient(LLMClient):
@@ -77,18 +65,18 @@ class CapturingClient(LLMClient):
         return super().map(requests, *args, **kwargs)
 
 
-def capture(paper: str, users: int, cache_dir: Path) -> list[list[ChatRequest]]:
-    """The batches ``paper``'s entry point sends for ``users`` users (replies cached here)."""
-    import importlib
+def capture(paper: Paper, users: int | None, cache_dir: Path) -> list[list[ChatRequest]]:
+    """The batches ``paper.run`` sends at the smoke profile (replies cached here).
 
-    module = importlib.import_module(f"recagents.papers.{paper}.entry")
+    ``users`` overrides the profile's number of users (``None``: the profile's).
+    """
     config = dataclasses.replace(
         settings(), cache_dir=cache_dir, llm_base_url=None, llm_model=None, llm_structured="auto"
     )
-    client = CapturingClient(config=config, cache=ResponseCache(cache_dir / f"{paper}.sqlite"))
-    users = max(users, MIN_USERS.get(paper, 1))
-    options = RunOptions(n_users=users, client=client, n_boot=50, training=QUICK)
-    module.run(load_dataset("ml-100k"), small_config(paper), options)
+    cache = ResponseCache(cache_dir / f"{paper.NOTEBOOK}.sqlite")
+    client = CapturingClient(config=config, cache=cache)
+    options = RunOptions(profile="smoke", n_users=users, client=client, n_boot=50)
+    paper.run(load_dataset(paper.DATASET), None, options)
     return [batch for batch in client.batches if batch]
 
 
@@ -176,8 +164,8 @@ def with_server(runtime: str, threads: int, slots: int, job: Callable[[LocalServ
 def main(argv: list[str] | None = None) -> int:
     """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--papers", nargs="+", default=list(PAPERS), choices=PAPERS)
-    parser.add_argument("--users", type=int, default=2, help="users per paper in the capture")
+    parser.add_argument("--papers", nargs="+", default=list(PAPERS), choices=list(PAPERS))
+    parser.add_argument("--users", type=int, help="users per paper (default: the smoke profile's)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of every runtime")
     parser.add_argument("--slots", type=int, default=4, help="llama-server slots (workload)")
     parser.add_argument("--heavy", type=int, default=16, help="requests in the concurrency test")
@@ -192,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     everything: list[ChatRequest] = []
     for paper in args.papers:
         started = time.perf_counter()
-        batches = capture(paper, args.users, args.cache_dir)
+        batches = capture(PAPERS[paper], args.users, args.cache_dir)
         everything += [r for batch in batches for r in batch]
         print(f"{paper}: {sum(map(len, batches))} requests in {len(batches)} batches "
               f"(captured in {time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip

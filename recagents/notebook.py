@@ -150,13 +150,15 @@ def record(name: str, value: Any) -> None:
 def run_records(run: PaperRun) -> dict[str, Any]:
     """The records of a paper's run: ``<metric>`` -> ``[value, low, high]``, ``<metric>/n`` -> n.
 
+    Values are rounded to 4 decimals, as every notebook records its numbers.
+
     One row of :attr:`~recagents.protocol.PaperRun.metrics` gives two records, named by the
     metric (e.g. ``"HR@1/AFL"``), so a claim names a metric, not a notebook's f-string; the
     test of the one pipeline compares these with what the paper's ``run`` returns.
     """
     records: dict[str, Any] = {}
     for row in run.metrics.itertuples(index=False):
-        records[str(row.metric)] = [float(row.value), float(row.low), float(row.high)]
+        records[str(row.metric)] = [round(float(v), 4) for v in (row.value, row.low, row.high)]
         records[f"{row.metric}/n"] = int(row.n)
     return records
 

@@ -357,7 +357,7 @@ def note_if_degenerate(
     extra = [float(v) for v in include if np.isfinite(v)]
     low, high = min([low, *extra]), max([high, *extra])
     fixed_scale(ax, low, high, axis=axis)
-    _place_note(ax, note, value, (low, high), axis)
+    place_note(ax, note, value, (low, high), axis)
     return note
 
 
@@ -386,7 +386,7 @@ def _range_around(value: float | None) -> tuple[float, float]:
     return (0.0, 2.0 * value) if value > 0 else (2.0 * value, 0.0)
 
 
-def _place_note(
+def place_note(
     ax: Axes, note: str, value: float | None, limits: tuple[float, float], axis: str
 ) -> None:
     """Write ``note`` in a box on the half of the panel the value is not in."""

@@ -141,7 +141,7 @@ def position_sensitivity(
 
     ``rank_fn`` receives the candidates with their display ``position`` (the order a method
     shows them in) and returns ``[user_id, item_id, score, rank]``; for an adapter, e.g.
-    ``lambda c: run_llm_ranker(protocol.with_candidates(c), client).frame``. Each order's
+    ``lambda c: run_paper(protocol.with_candidates(c), "AFL")["AFL loop"].frame``. Each order's
     ranking is compared per user with the ranking under ``"given"``: Kendall's tau of the
     ranks (1: the same ranking), overlap@k (share of the top-k in common) and whether the
     top-1 item changed. An order-invariant ranker scores 1, 1, 0.
@@ -216,7 +216,7 @@ def shared_rankers(
 
     Args:
         run_methods: An adapter bound to its settings, e.g.
-            ``lambda p: run_agentcf(p, train_steps=1, client=client)``.
+            ``lambda p: run_paper(p, "AgentCF", config, options)``.
         protocol: The protocol whose candidates are re-presented.
         methods: The methods of the adapter to probe.
         context: The full protocol to run the adapter on (default: ``protocol`` alone).

@@ -141,7 +141,7 @@ def scaling_runner(
     Args:
         dataset: The dataset.
         adapters: Name -> a function of a :class:`Protocol` returning one run (e.g.
-            ``lambda p: run_llm_ranker(p, client)``) or several (e.g. :func:`run_agentcf`).
+            ``lambda p: run_baseline(p, "Pop")``) or several (e.g. ``run_paper``).
         seed: Seed of every fresh protocol.
         cache_dir: Where the candidate sets are saved.
         within: The protocol whose users and candidates sizes reuse where they can.

@@ -26,7 +26,7 @@ from recagents.data.datasets import (
     leave_one_out,
     subsample_users,
 )
-from recagents.protocol import STATUSES, Ranking
+from recagents.protocol import STATUSES, Ranking, RankTask
 
 #: The classic baselines: ``Random`` needs no training, the rest are RecBole models.
 CLASSIC = ("Random", *baselines_module.MODELS)
@@ -63,6 +63,11 @@ class Protocol:
         """``[user_id, item_id]`` of the held-out test items of :attr:`users`."""
         truth = self.split.truth("test")
         return truth[truth[USER].isin(set(self.users))].sort_values(USER).reset_index(drop=True)
+
+    @property
+    def task(self) -> RankTask:
+        """What a paper's ``rank`` takes: the dataset, split, candidates and seed."""
+        return RankTask(self.dataset, self.split, self.candidates, self.seed)
 
     def with_candidates(self, candidates: pd.DataFrame) -> Protocol:
         """The same protocol with the candidates shown in another order (same items)."""
@@ -150,5 +155,6 @@ def check_frame(frame: pd.DataFrame, candidates: pd.DataFrame) -> None:
         raise ValueError(f"ranks are not 1..n for users {ranks[~ranks].index[:3].tolist()}")
 
 
-def _all_ok(candidates: pd.DataFrame) -> pd.DataFrame:
+def all_ok(candidates: pd.DataFrame) -> pd.DataFrame:
+    """Every user of ``candidates`` with status ``ok`` (a model's scores, no reply to fail)."""
     return pd.DataFrame({USER: sorted(candidates[USER].unique()), "status": "ok"})

@@ -115,7 +115,10 @@ OBJECT_ARRAYS = AllowList(
 #: torch's legacy file magic number and protocol version (``torch.serialization``).
 _TORCH_MAGIC = 0x1950A86A20F9469CFC6C
 _TORCH_PROTOCOL = 1001
-_STORAGES = {"torch FloatStorage": np.dtype("<f4"), "torch DoubleStorage": np.dtype("<f8")}
+_STORAGES: dict[str, np.dtype] = {
+    "torch FloatStorage": np.dtype("<f4"),
+    "torch DoubleStorage": np.dtype("<f8"),
+}
 _DESCRIPTOR_OPS = {
     "PROTO", "MARK", "BINUNICODE", "SHORT_BINUNICODE", "BINPUT", "GLOBAL", "BININT",
     "BININT1", "BININT2", "NONE", "TUPLE", "BINPERSID", "STOP",
@@ -350,7 +353,7 @@ def _new_index(guard: LoadGuard) -> Callable[..., pd.Index]:
             if not isinstance(state.get("data"), np.ndarray):
                 guard.refuse("pandas Index", "its data is not an array")
             return pd.Index(state["data"], name=state.get("name"))
-        bounds = [state.get(key) for key in ("start", "stop", "step")]
+        bounds: list[Any] = [state.get(key) for key in ("start", "stop", "step")]
         if not all(type(b) is int for b in bounds) or bounds[2] == 0:
             guard.refuse("pandas RangeIndex", f"start, stop, step {brief(bounds)}")
         guard.charge("pandas RangeIndex", 8 * len(range(*bounds)))
@@ -384,6 +387,7 @@ def _newobj_as_reduce(path: Path, data: bytes) -> bytes:
     try:
         for op, _, pos in pickletools.genops(data):
             if op.name == "NEWOBJ":
+                assert pos is not None  # genops knows every position in bytes (a BytesIO)
                 out[pos] = pickle.REDUCE[0]
     except ValueError as error:
         raise pickle.UnpicklingError(f"{path}: not a readable pickle ({error})") from None

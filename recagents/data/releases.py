@@ -348,7 +348,9 @@ class _Watch:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
 
-    def connection(self, base: type[http.client.HTTPConnection]) -> type:
+    def connection(
+        self, base: type[http.client.HTTPConnection]
+    ) -> type[http.client.HTTPConnection]:
         """A subclass of ``base`` whose sockets this watch can shut down."""
         watch = self
 

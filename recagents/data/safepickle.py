@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, BinaryIO, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, NoReturn, cast
 
 import numpy as np
 
@@ -250,8 +250,10 @@ PLAIN = AllowList(
 
 #: numpy's own constructors, taken from its pickles so that no version's module path (numpy.core
 #: in 1.x, numpy._core in 2.x, each warning about the other) needs importing.
-_RECONSTRUCT = np.ndarray.__reduce__(np.empty(0))[0]
-_SCALAR = np.int64(0).__reduce__()[0]
+#: numpy's stubs type ``__reduce__`` as ``object``'s (a string or a tuple); for arrays and
+#: scalars it is always a tuple whose first item is the constructor, hence the casts.
+_RECONSTRUCT = cast("Callable[..., np.ndarray]", np.ndarray.__reduce__(np.empty(0))[0])
+_SCALAR = cast("Callable[..., np.generic]", np.int64(0).__reduce__()[0])
 _NUMPY_CORES = ("numpy.core", "numpy._core")
 #: dtype codes numpy writes when it pickles a plain dtype: kind letter and size.
 _DTYPE_SPEC = re.compile(r"[biufcSUVMm]\d{0,12}")
@@ -362,7 +364,7 @@ def _build_dtype(dtype: np.dtype, state: Any, guard: LoadGuard) -> None:
         guard.refuse(what, f"flags {brief(flags)} differ from the dtype's own {dtype.flags}")
     if len(state) == 9 and not (dtype.kind in "mM" and _is_date_unit(state[8])):
         guard.refuse(what, f"metadata {brief(state[8])} is not a date unit")
-    dtype.__setstate__(state)
+    dtype.__setstate__(state)  # type: ignore[attr-defined]  # numpy's stubs omit it
     _plain_dtype(guard, what, dtype)
 
 
@@ -373,7 +375,8 @@ def _guarded_reconstruct(guard: LoadGuard) -> Callable[..., np.ndarray]:
         if not isinstance(subtype, _NdarrayToken):
             guard.refuse(what, f"{brief(subtype)} is not numpy.ndarray (no subclasses)")
         if isinstance(code, bytes | str) and len(code) == 1:
-            dtype = np.dtype(code)
+            # numpy reads a one-byte bytes code as it reads the str; its stubs admit str only.
+            dtype = np.dtype(cast(str, code))
         else:
             dtype = code
         dtype = _plain_dtype(guard, what, dtype)
@@ -515,7 +518,37 @@ _COUNTED: dict[str, tuple[str, Callable[[Any, bytes], Any]]] = {
 }
 
 
-class BoundedUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
+if TYPE_CHECKING:
+
+    class _Unframer:
+        """What the unpickler below uses of ``pickle._Unframer``, which typeshed omits."""
+
+        current_frame: io.BytesIO | None
+
+        def load_frame(self, frame_size: int) -> None: ...
+
+    class _PurePythonUnpickler(pickle._Unpickler):
+        """``pickle._Unpickler`` with the undocumented parts this module uses declared.
+
+        typeshed declares only its public methods, and types ``dispatch`` as taking the C
+        ``Unpickler``; the pure-Python machine's own state and helpers are these.
+        """
+
+        dispatch: ClassVar[dict[int, Callable[[Any], None]]]
+        proto: int
+        stack: list[Any]
+        _unframer: _Unframer
+
+        def read(self, n: int, /) -> bytes: ...
+        def append(self, obj: Any, /) -> None: ...
+        def pop_mark(self) -> list[Any]: ...
+        def _decode_string(self, value: bytes) -> Any: ...
+
+else:
+    _PurePythonUnpickler = pickle._Unpickler
+
+
+class BoundedUnpickler(_PurePythonUnpickler):
     """The pure-Python unpickler, with globals and ``BUILD`` limited to an allow-list.
 
     Every opcode that makes or fills a container is replaced here so that the container's
@@ -816,7 +849,7 @@ class BoundedUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
     def _refuse_opcode(self) -> NoReturn:
         self._guard.refuse("direct class construction (NEWOBJ/INST/OBJ)", "not plain data")
 
-    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
     for _opcode in (pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.INST, pickle.OBJ):
         dispatch[_opcode[0]] = _refuse_opcode
     for _opcode, _method in (

@@ -66,7 +66,7 @@ def check() -> int:
         print(f"error:    {reply.error}")
         return 1
     rate = reply.completion_tokens / reply.latency_s if reply.latency_s else 0.0
-    print(f"reply:    {reply.text.strip()!r}")
+    print(f"reply:    {(reply.text or '').strip()!r}")
     print(
         f"latency:  {reply.latency_s:.2f} s for {reply.prompt_tokens} prompt + "
         f"{reply.completion_tokens} completion tokens ({rate:.0f} tokens/s overall)"
@@ -227,8 +227,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("check", help="one round trip (in replay mode: check the bundle)")
     serve_parser = commands.add_parser("serve", help="run the embedded server for others")
     serve_parser.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
-    actions = commands.add_parser("bundle", help="export, import, show or verify a reply bundle")
-    actions = actions.add_subparsers(dest="action", required=True)
+    bundle = commands.add_parser("bundle", help="export, import, show or verify a reply bundle")
+    actions = bundle.add_subparsers(dest="action", required=True)
     export = actions.add_parser("export", help="write a run's replies to one bundle file")
     export.add_argument("--out", required=True, help="the bundle file to write")
     export.add_argument("--cache", help="cache directory or file (default: RECAGENTS_CACHE_DIR)")

@@ -275,6 +275,16 @@ def _row_to_reply(row: tuple[Any, ...]) -> CachedReply:
     )
 
 
+def _fetch_all(sql: str, params: Sequence[Any]) -> Callable[[sqlite3.Connection], list[Any]]:
+    """A query for ``ResponseCache._run`` returning every row, bound now (as a loop needs)."""
+    return lambda conn: conn.execute(sql, params).fetchall()
+
+
+def _rows_to_replies(rows: Sequence[tuple[Any, ...]]) -> Callable[[], list[CachedReply]]:
+    """The decoding of ``rows`` for ``ResponseCache._decode``, bound now (as a loop needs)."""
+    return lambda: [_row_to_reply(row) for row in rows]
+
+
 class ResponseCache:
     """A reply cache in one SQLite file, safe for many threads and processes at once.
 
@@ -519,8 +529,8 @@ class ResponseCache:
             chunk = unique[start : start + _GET_MANY_CHUNK]
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT {_COLUMNS} FROM replies WHERE key IN ({marks})"
-            rows = self._run(lambda c, sql=sql, chunk=chunk: c.execute(sql, chunk).fetchall())
-            for reply in self._decode(lambda rows=rows: [_row_to_reply(row) for row in rows]):
+            rows = self._run(_fetch_all(sql, chunk))
+            for reply in self._decode(_rows_to_replies(rows)):
                 out[reply.key] = reply
         self._note(list(out))
         return out
@@ -559,7 +569,7 @@ class ResponseCache:
             for start in range(0, len(unique), _GET_MANY_CHUNK):
                 chunk = unique[start : start + _GET_MANY_CHUNK]
                 sql = f"SELECT {columns} FROM replies WHERE key IN ({','.join('?' * len(chunk))})"
-                rows += self._run(lambda c, sql=sql, chunk=chunk: c.execute(sql, chunk).fetchall())
+                rows += self._run(_fetch_all(sql, chunk))
             rows.sort()
         names = ("key", "request", "reply", "model", "prompt_tokens", "completion_tokens")
 

@@ -297,7 +297,7 @@ def _server_is_built() -> bool:
     from recagents.llm import runtime_build
 
     recorded = (runtime_build.recorded_build() or {}).get("server")
-    return bool(recorded) and Path(recorded).is_file()
+    return bool(recorded and Path(recorded).is_file())
 
 
 def local_slots(runtime: str | None = None) -> int:

@@ -149,9 +149,9 @@ def _plugins() -> tuple[Any, ...]:
         telegram_token,
         twilio,
     )
-    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
 
-    library = [
+    library: list[type[BasePlugin]] = [
         aws.AWSKeyDetector,
         azure_storage_key.AzureStorageKeyDetector,
         basic_auth.BasicAuthDetector,

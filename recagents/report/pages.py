@@ -19,9 +19,13 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recagents.report.evaluate import _first_heading
 from recagents.report.loading import load_notebooks
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 FIGURE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
 
@@ -45,7 +49,7 @@ _VOLATILE = (
 _PROGRESS = re.compile(r"\d+%\|")
 
 
-def publishable(nb: object) -> object:
+def publishable(nb: NotebookNode) -> NotebookNode:
     r"""A copy of an executed notebook fit to publish: no progress bars, no run metadata.
 
     Progress bars (stderr lines drawn with ``\r`` or ``NN%|``) and papermill's and Jupyter's

@@ -81,8 +81,8 @@ def paper_value(ref: PaperRef) -> PaperValue:
     frame = paper_numbers.table(ref.table)
     source = frame.attrs["source"]
     if not ref.row and ref.column is None:
-        tags = " ".join(sorted(set(frame["tag"])))
-        return PaperValue(ref.quote or "stated in words", None, tags, ref.table, "", source)
+        all_tags = " ".join(sorted(set(frame["tag"])))
+        return PaperValue(ref.quote or "stated in words", None, all_tags, ref.table, "", source)
     row = _select_row(frame, ref.table, ref.row)
     column = ref.column or "claim"
     if column not in frame.columns:

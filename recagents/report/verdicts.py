@@ -136,7 +136,8 @@ def judge_matches(paper_text: str, paper: float | None, ours: Estimate) -> Verdi
     if ours.has_interval and (ours.high or 0.0) - (ours.low or 0.0) > 0:
         return Verdict(NOT_COMPARABLE, "a sampled estimate cannot match a total digit by digit")
     digits = paper_text.strip().split(".")[1] if "." in paper_text else ""
-    decimals = len(re.match(r"\d*", digits).group()) if digits else 0
+    leading = re.match(r"\d*", digits)  # always matches (maybe empty)
+    decimals = len(leading.group()) if leading else 0
     tolerance = max(0.5 * 10.0**-decimals, 1e-9)
     assert ours.mean is not None
     gap = abs(ours.mean - paper)

@@ -20,7 +20,18 @@ from recagents.data.datasets import POSITION
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
-from recagents.papers import afl
+from recagents.papers.afl.analysis import dialogue_trace
+from recagents.papers.afl.config import STOPS, AFLConfig
+from recagents.papers.afl.evaluate import hits_by_round, simulation_metrics
+from recagents.papers.afl.loop import feedback_loop
+from recagents.papers.afl.samples import make_samples, recent_histories, tool_scores
+from recagents.papers.afl.user_simulation import (
+    judge_history,
+    simulate_users,
+    step1_candidates,
+    user_sim_sets,
+    user_sim_split,
+)
 
 QUICK = baselines.TrainConfig(epochs=2, stopping_step=2)
 
@@ -43,7 +54,7 @@ def _check_dialogues(rounds, samples, limit, calls):
         assert len(group) <= limit
         stops = group["stop"].tolist()
         assert all(s is None for s in stops[:-1]), "a stop only on the last row"
-        assert stops[-1] in afl.STOPS
+        assert stops[-1] in STOPS
         if stops[-1] == "limit":
             assert len(group) == limit
         for row in group.to_dict("records"):
@@ -70,14 +81,14 @@ def test_feedback_loop_mechanics_and_replay(tiny, tmp_path, client):
     model = baselines.train_baseline(
         "SASRec", split, QUICK, cache_dir=tmp_path / "models", progress=False
     )
-    config = afl.AFLConfig(n_candidates=10, max_rounds=2)
+    config = AFLConfig(n_candidates=10, max_rounds=2)
     users = datasets.subsample_users(split, 2, seed=0)
     candidates = datasets.sample_candidates(split, config.n_candidates - 1, seed=config.seed,
                                         users=users)  # fmt: skip
-    histories = afl.recent_histories(split.history("test"), users, config.history_length)
-    scored = afl.tool_scores(model, candidates, histories)
+    histories = recent_histories(split.history("test"), users, config.history_length)
+    scored = tool_scores(model, candidates, histories)
     assert scored["score"].notna().all(), "every candidate is known to the tool model"
-    samples = afl.make_samples(scored, histories, config.focus_size)
+    samples = make_samples(scored, histories, config.focus_size)
     assert [s.user for s in samples] == users
     for s in samples:
         assert len(s.candidates) == 10 and s.target in s.candidates
@@ -85,36 +96,36 @@ def test_feedback_loop_mechanics_and_replay(tiny, tmp_path, client):
     titles = datasets.item_text(tiny.items, with_genres=False).to_dict()
 
     log = RunLog()
-    rounds = afl.feedback_loop(samples, titles, config, client, log, keep_prompts=[users[0]])
+    rounds = feedback_loop(samples, titles, config, client, log, keep_prompts=[users[0]])
     calls = log.calls_frame()
     _check_dialogues(rounds, samples, config.max_rounds, calls)
     assert set(calls["phase"]) == {"afl"}
     assert not calls["cached"].any(), "a fresh cache: every call went to the model"
-    trace = afl.dialogue_trace(rounds, users[0], titles)
+    trace = dialogue_trace(rounds, users[0], titles)
     assert "=== round 1" in trace and "recommendation agent was asked" in trace
-    hits = afl.hits_by_round(rounds, config.max_rounds)
+    hits = hits_by_round(rounds, config.max_rounds)
     assert len(hits) == 2 * len(samples) and set(hits["hit"]) <= {0, 1}
 
     again_log = RunLog()
-    again = afl.feedback_loop(samples, titles, config, client, again_log, keep_prompts=[users[0]])
+    again = feedback_loop(samples, titles, config, client, again_log, keep_prompts=[users[0]])
     assert again_log.calls_frame()["cached"].all(), "a rerun must replay from the cache"
     assert len(again_log.calls) == len(log.calls)
     pd.testing.assert_frame_equal(again, rounds)
 
 
 def test_user_simulation_path(tiny, tmp_path, client):
-    config = afl.AFLConfig(
+    config = AFLConfig(
         n_candidates=6, window=5, ratios=((1, 1),), user_rounds=2, nest_negatives=True
     )
-    split, window = afl.user_sim_split(tiny, config.window)
+    split, window = user_sim_split(tiny, config.window)
     model = baselines.train_baseline(
         "SASRec", split, QUICK, cache_dir=tmp_path / "models", progress=False
     )
     users = datasets.subsample_users(split, 1, seed=0)
-    raw = afl.user_sim_sets(split, window, None, users, config)
-    histories = afl.recent_histories(split.history("test"), users, config.history_length)
-    step1_scores = afl.tool_scores(model, afl.step1_candidates(raw), histories)
-    sets = afl.user_sim_sets(split, window, step1_scores, users, config)
+    raw = user_sim_sets(split, window, None, users, config)
+    histories = recent_histories(split.history("test"), users, config.history_length)
+    step1_scores = tool_scores(model, step1_candidates(raw), histories)
+    sets = user_sim_sets(split, window, step1_scores, users, config)
     pd.testing.assert_frame_equal(sets.judged, raw.judged)
     assert [s.candidates for s in sets.step1] == [s.candidates for s in raw.step1]
     for s in sets.step1:
@@ -124,17 +135,15 @@ def test_user_simulation_path(tiny, tmp_path, client):
 
     titles = datasets.item_text(tiny.items, with_genres=False).to_dict()
     log = RunLog()
-    rounds = afl.feedback_loop(sets.step1, titles, config, client, log,
+    rounds = feedback_loop(sets.step1, titles, config, client, log,
                                max_rounds=config.user_rounds, phase="user-sim step 1")  # fmt: skip
     _check_dialogues(rounds, sets.step1, config.user_rounds, log.calls_frame())
 
-    judge_histories = {s.user: afl.judge_history(s, config) for s in sets.step1}
+    judge_histories = {s.user: judge_history(s, config) for s in sets.step1}
     for s in sets.step1:
         assert judge_histories[s.user][-1] == s.target
-    judged_scores = afl.tool_scores(
-        model, sets.judged[[USER, ITEM]].drop_duplicates(), judge_histories
-    )
-    judgements = afl.simulate_users(sets, judged_scores, rounds, titles, config, client, log)
+    judged_scores = tool_scores(model, sets.judged[[USER, ITEM]].drop_duplicates(), judge_histories)
+    judgements = simulate_users(sets, judged_scores, rounds, titles, config, client, log)
 
     agents = ["User Agent", "AFL"]
     assert len(judgements) == len(agents) * len(sets.judged)
@@ -152,10 +161,10 @@ def test_user_simulation_path(tiny, tmp_path, client):
     distinct = len(sets.judged[[USER, ITEM]].drop_duplicates())
     assert sim_calls.groupby("kind").size().to_dict() == {a: distinct for a in agents}
 
-    metrics = afl.simulation_metrics(judgements, n_boot=50, failures_as_wrong=True)
+    metrics = simulation_metrics(judgements, n_boot=50, failures_as_wrong=True)
     assert set(metrics["agent"]) == set(agents)
     assert (metrics["n"] == len(sets.judged)).all()
-    answered = afl.simulation_metrics(judgements, n_boot=50)
+    answered = simulation_metrics(judgements, n_boot=50)
     for agent in agents:
         mine = judgements[judgements["agent"] == agent]
         rows = answered[answered["agent"] == agent]

@@ -15,10 +15,12 @@ from recagents.config import settings
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
-from recagents.papers.agent4rec import simulate as sim
+from recagents.papers.agent4rec.agents import build_agents, item_lines, random_split
+from recagents.papers.agent4rec.config import TRAITS, Agent4RecConfig
+from recagents.papers.agent4rec.loop import simulate
 
 SENTENCES = {t: {level: f"My {t} is at level {level} of 3." for level in (1, 2, 3)}
-             for t in sim.TRAITS}  # fmt: skip
+             for t in TRAITS}  # fmt: skip
 
 
 @pytest.fixture
@@ -30,23 +32,23 @@ def client(tmp_path):
 
 
 def _run(tiny, split, client):
-    config = sim.Agent4RecConfig(max_pages=2, persona_items=8)
-    lines = sim.item_lines(tiny, split)
+    config = Agent4RecConfig(max_pages=2, persona_items=8)
+    lines = item_lines(tiny, split)
     users = sorted(split.train[USER].unique())[:2]
     traits = pd.DataFrame({USER: users, "activity": 1, "conformity": 2, "diversity": 3})
     sub = dataclasses.replace(split, train=split.train[split.train[USER].isin(users)])
     log = RunLog()
-    agents = sim.build_agents(sub, traits, lines, config, client, log)
+    agents = build_agents(sub, traits, lines, config, client, log)
     pop = baselines.train_baseline("Pop", split, progress=False)
     ranked = pop.top_k(users, config.list_length, exclude=pd.concat([split.train, split.test]))
-    exposures, sessions = sim.simulate(
+    exposures, sessions = simulate(
         agents, ranked, lines, SENTENCES, "Pop", config, client, log, embed=None
     )
     return agents, ranked, exposures, sessions, log
 
 
 def test_simulate_logs_every_page_and_replays(tiny, cache_dir, client):
-    split = sim.random_split(tiny, n_users=None, min_positives=5, seed=101)
+    split = random_split(tiny, n_users=None, min_positives=5, seed=101)
     agents, ranked, exposures, sessions, log = _run(tiny, split, client)
 
     assert sorted(sessions[USER]) == sorted(agents)

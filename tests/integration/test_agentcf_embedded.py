@@ -13,7 +13,8 @@ from recagents.columns import ITEM, RANK, USER
 from recagents.config import settings
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
-from recagents.papers import agentcf
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.pipeline import run_subset
 
 
 @pytest.fixture
@@ -25,11 +26,10 @@ def client(tmp_path):
 
 
 def test_run_trains_ranks_and_replays(tiny, cache_dir, client):
-    subset = agentcf.make_subset(tiny, "dense", n_users=2, seed=0)
-    candidates = agentcf.subset_candidates(subset, tiny, 9, seed=0, pool="dataset")
-    config = agentcf.AgentCFConfig(batch_size=2, steps=1, rounds=1, user_words=40, item_words=20)
-    result = agentcf.run(tiny, subset, candidates, config, variants=("B",), client=client,
-                         progress=False)  # fmt: skip
+    config = AgentCFConfig(batch_size=2, steps=1, rounds=1, user_words=40, item_words=20,
+                           candidate_pool="dataset")  # fmt: skip
+    result = run_subset(tiny, "dense", 2, config, client, ("AgentCF B",), seed=0)
+    subset, candidates = result.subset, result.candidates
 
     calls = result.log.calls_frame().groupby("kind").size().to_dict()
     events = result.log.events_frame()
@@ -49,12 +49,11 @@ def test_run_trains_ranks_and_replays(tiny, cache_dir, client):
         assert len(memory) == 1 + int((stored[ITEM] == item).sum())
         assert memory[0] == result.initial.item_memory[item][0]
 
-    ranked = result.rankings["B"].ranked
+    ranked = result.rankings["AgentCF B"]
     assert len(ranked) == len(candidates)
     for _, group in ranked.groupby(USER):
         assert sorted(group[RANK]) == list(range(1, 11))
 
-    again = agentcf.run(tiny, subset, candidates, config, variants=("B",), client=client,
-                        progress=False)  # fmt: skip
+    again = run_subset(tiny, "dense", 2, config, client, ("AgentCF B",), seed=0)
     assert again.log.calls_frame()["cached"].all(), "a rerun must replay from the cache"
     assert again.trained.user_memory == result.trained.user_memory

@@ -18,7 +18,7 @@ from recagents import baselines
 from recagents.baselines import BaselineError
 from recagents.columns import ITEM, SCORE, USER
 from recagents.data import datasets, load_dataset
-from recagents.papers import afl
+from recagents.papers.afl.samples import tool_scores
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 QUICK = baselines.TrainConfig(epochs=2, stopping_step=2)
@@ -129,7 +129,7 @@ def test_afl_tool_scores_use_sequence_scores_and_mark_unknown_items(sasrec, hist
     frame = pd.DataFrame(
         [(u, item) for u in users for item in ("001", "ghost", "003")], columns=[USER, ITEM]
     ).iloc[::-1]  # any row order
-    scored = afl.tool_scores(sasrec, frame, recent)
+    scored = tool_scores(sasrec, frame, recent)
     assert list(scored.columns) == [USER, ITEM, "score"]
     assert scored.loc[scored[ITEM] == "ghost", "score"].isna().all()
     matrix = sasrec.sequence_scores([list(recent[u]) for u in users])

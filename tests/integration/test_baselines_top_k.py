@@ -326,7 +326,7 @@ def test_sequential_model_refuses_a_split_with_several_held_out_items(split, cac
 def test_offline_accuracy_scores_test_items_among_unseen_ones(split, models):
     """Agent4Rec's offline check: Recall/NDCG@k on test, train and valid items excluded."""
     from recagents import metrics
-    from recagents.papers.agent4rec.simulate import offline_accuracy
+    from recagents.papers.agent4rec.evaluate import offline_accuracy
 
     users = sorted(split.test[USER].unique())
     table = offline_accuracy(models["Pop"], split, users, k=5, n_boot=50).set_index("metric")

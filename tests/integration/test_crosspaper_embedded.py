@@ -11,11 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from recagents import compare as cp
+from recagents.compare.adapters import run_paper
+from recagents.compare.cost import cost_per_user
+from recagents.compare.leaderboard import leaderboard
+from recagents.compare.protocol import Protocol, check_frame, shared_protocol
 from recagents.config import settings
 from recagents.data.datasets import Dataset
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.protocol import Ranking, RunOptions
+
+
+def zero_shot(protocol: Protocol, client: LLMClient) -> Ranking:
+    """AgentCF's zero-shot LLM ranker on the protocol, five history titles per user."""
+    options = RunOptions(methods=("Zero-shot LLM",), client=client)
+    config = AgentCFConfig(zero_shot_history_len=5)
+    return run_paper(protocol, "AgentCF", config, options)["Zero-shot LLM"]
 
 
 @pytest.fixture
@@ -29,15 +41,15 @@ def client(tmp_path: Path) -> LLMClient:
 def test_llm_ranker_on_the_shared_candidates(
     tiny: Dataset, cache_dir: Path, client: LLMClient
 ) -> None:
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=2, n_negatives=9, cache_dir=cache_dir)
-    run = cp.run_llm_ranker(protocol, client, history_len=5)
-    cp.check_frame(run.frame, protocol.candidates)
+    protocol = shared_protocol(tiny, seed=0, n_users=2, n_negatives=9, cache_dir=cache_dir)
+    run = zero_shot(protocol, client)
+    check_frame(run.frame, protocol.candidates)
     counts = run.status_counts()
     assert sum(counts.values()) == 2 and len(run.calls) == 2
-    cost = cp.cost_per_user({run.method: run.calls}, 2)
+    cost = cost_per_user({run.method: run.calls}, 2)
     assert cost["prompt_tokens"].iloc[0] > 0 and cost["calls"].iloc[0] == 2
-    again = cp.run_llm_ranker(protocol, client, history_len=5)
+    again = zero_shot(protocol, client)
     assert again.calls["cached"].all()
     assert again.frame.equals(run.frame)
-    table = cp.leaderboard({"LLM": run.frame}, protocol.truth, n_boot=50)
+    table = leaderboard({"LLM": run.frame}, protocol.truth, n_boot=50)
     assert set(table["reference"]) == {"LLM"}

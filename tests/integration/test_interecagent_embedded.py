@@ -22,8 +22,11 @@ from recagents.llm.client import LLMClient
 from recagents.llm.embed import Embedder
 from recagents.llm.runlog import RunLog
 from recagents.papers.interecagent import evaluate as E
-from recagents.papers.interecagent.agent import InteRecConfig
-from recagents.papers.interecagent.tools import build_context
+from recagents.papers.interecagent.analysis import session_trace
+from recagents.papers.interecagent.config import InteRecConfig
+from recagents.papers.interecagent.conversations import conversation_metrics, run_sessions
+from recagents.papers.interecagent.simulator import make_sessions
+from recagents.papers.interecagent.toolbox import build_context
 
 MAX_TURNS = 2
 #: One re-plan at most keeps the test within a few minutes on two busy cores.
@@ -43,7 +46,7 @@ def setup():
     dataset = load_dataset("ml-100k")
     split = leave_one_out(dataset, min_rating=3)
     ctx = build_context(dataset, split.history("test"))
-    sessions = E.make_sessions(split, dataset, 2, seed=0, table=ctx.table)
+    sessions = make_sessions(split, dataset, 2, seed=0, table=ctx.table)
     return ctx, sessions
 
 
@@ -75,16 +78,16 @@ def test_two_conversations_end_to_end_and_replay(tmp_path, client, setup):
     ctx, sessions = setup
     embed = Embedder(cache=ResponseCache(tmp_path / "embed.sqlite")).embed
     log = RunLog()
-    run = E.run_sessions(sessions, ctx, CONFIG, client, log, max_turns=MAX_TURNS,
+    run = run_sessions(sessions, ctx, CONFIG, client, log, max_turns=MAX_TURNS,
                          keep_prompts=True, embed=embed)  # fmt: skip
     calls = log.calls_frame()
     _check(run, ctx, calls, CONFIG)
     assert not calls["cached"].any(), "a fresh cache: every call went to the model"
-    metrics = E.conversation_metrics(run.sessions, max_turns=MAX_TURNS, n_boot=50)
+    metrics = conversation_metrics(run.sessions, max_turns=MAX_TURNS, n_boot=50)
     assert metrics["rule"].tolist() == ["id", "fuzzy"] and (metrics["n"] == 2).all()
     assert metrics["at"].between(1, MAX_TURNS + 1).all()
     user = sessions.users[0]
-    trace = E.session_trace(run, user)
+    trace = session_trace(run, user)
     assert "--- turn 1" in trace and "[planner prompt, shown once]" in trace
     assert trace.count("--- turn") == len(run.simulator[user])
 
@@ -97,7 +100,7 @@ def test_two_conversations_end_to_end_and_replay(tmp_path, client, setup):
     assert set(retrieval["recall"]) <= {0.0, 1.0} and len(retrieval) == 4
 
     again_log = RunLog()
-    again = E.run_sessions(sessions, ctx, CONFIG, client, again_log, max_turns=MAX_TURNS,
+    again = run_sessions(sessions, ctx, CONFIG, client, again_log, max_turns=MAX_TURNS,
                            keep_prompts=True, embed=embed)  # fmt: skip
     replay = again_log.calls_frame()
     assert replay["cached"].all(), "a rerun must replay from the cache"

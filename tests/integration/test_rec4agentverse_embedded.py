@@ -12,7 +12,11 @@ from recagents.data.datasets import leave_one_out
 from recagents.llm.cache import ResponseCache
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
-from recagents.papers import rec4agentverse as R
+from recagents.papers.rec4agentverse.catalogue import build_catalogue
+from recagents.papers.rec4agentverse.config import Rec4AConfig
+from recagents.papers.rec4agentverse.manipulation import manipulation_experiment
+from recagents.papers.rec4agentverse.stages import run_stages
+from recagents.papers.rec4agentverse.users import make_users
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +29,13 @@ def ml100k():
 @pytest.fixture(scope="module")
 def catalogue(ml100k):
     dataset, split = ml100k
-    return R.build_catalogue(dataset, split.train)
+    return build_catalogue(dataset, split.train)
 
 
 @pytest.fixture(scope="module")
 def users(ml100k):
     dataset, split = ml100k
-    return R.make_users(split, dataset, 12, seed=0)
+    return make_users(split, dataset, 12, seed=0)
 
 
 def test_embedded_model_runs_the_protocol_and_the_manipulation(tmp_path, users, catalogue):
@@ -42,8 +46,8 @@ def test_embedded_model_runs_the_protocol_and_the_manipulation(tmp_path, users, 
     client = LLMClient(config=config, cache=ResponseCache(tmp_path / "cache.sqlite"))
     log = RunLog()
     one = users[:1]
-    session_config = R.Rec4AConfig(max_turns=1, shortlist_size=10)
-    run = R.run_stages(one, catalogue, session_config, stages=(2, 3), client=client, log=log)
+    session_config = Rec4AConfig(max_turns=1, shortlist_size=10)
+    run = run_stages(one, catalogue, session_config, stages=(2, 3), client=client, log=log)
     calls = log.calls_frame()
     shown = int(run.turns["agent_ok"].sum())
     kinds = calls.groupby("kind").size().to_dict()
@@ -55,11 +59,9 @@ def test_embedded_model_runs_the_protocol_and_the_manipulation(tmp_path, users, 
         assert set(row["items"]) <= set(row["shortlist"]) and len(row["items"]) <= 5
     failures = run.sessions[["agent_failures", "user_failures", "report_failures"]]
     assert failures.to_numpy().sum() == (~calls["ok"]).sum(), "every failed call is counted"
-    decisions = R.manipulation_experiment(
-        one, catalogue, R.Rec4AConfig(recommender="llm"), client, log
-    )
+    decisions = manipulation_experiment(one, catalogue, Rec4AConfig(recommender="llm"), client, log)
     assert len(decisions) == 4 and len(log.calls) == len(calls) + 4
     assert set(decisions["chosen"].dropna()) <= set(catalogue.ids)
     again = RunLog()
-    R.run_stages(one, catalogue, session_config, stages=(2, 3), client=client, log=again)
+    run_stages(one, catalogue, session_config, stages=(2, 3), client=client, log=again)
     assert again.calls_frame()["cached"].all(), "a rerun replays from the cache"

@@ -228,9 +228,9 @@ def test_02_agent4rec(smoke_records):
             _check_interval(records[f"taste/{ratio}/{metric}"], f"taste {ratio} {metric}")
     for name in records["recommenders"]:
         for metric in ("p_view", "p_like"):
-            _check_interval(records[f"engagement/{name}/{metric}"], f"{name} {metric}")
-        assert records[f"engagement/{name}/exit_page"] == [1.0, 1.0, 1.0], "one page at most"
-        satisfaction = records[f"engagement/{name}/satisfaction"]
+            _check_interval(records[f"{metric}/{name}"], f"{name} {metric}")
+        assert records[f"exit_page/{name}"] == [1.0, 1.0, 1.0], "one page at most"
+        satisfaction = records[f"satisfaction/{name}"]
         assert all(1 <= v <= 10 for v in satisfaction), "interviews score 1 to 10"
     assert records["bubble_rounds"] == 2, "round 0 and one retrained round"
     assert all(isinstance(n, int) and n > 0 for n in records["problems"].values())
@@ -258,10 +258,11 @@ def test_03_afl(smoke_records):
     assert records["n_samples"] == 3 and records["max_rounds"] == 2
     # SASRec over 20 candidates on all 943 test users: chance is 1/20; one epoch is far above.
     assert records["tool_hr1_all"] > 0.1
-    for method in ("SASRec (tool alone)", "Rec Agent (1 round)", "AFL (2 rounds)"):
-        _check_interval(records[f"hr1/{method}"], method)
-    assert records["curve/1"] == records["hr1/Rec Agent (1 round)"][0], "limit 1 = single agent"
-    assert records["curve/2"] == records["hr1/AFL (2 rounds)"][0]
+    for method in ("SASRec (tool alone)", "Rec Agent", "AFL"):  # entry.run's metrics
+        _check_interval(records[f"HR@1/{method}"], method)
+        assert records[f"HR@1/{method}/n"] == records["n_samples"]
+    assert records["curve/1"] == records["HR@1/Rec Agent"][0], "limit 1 = single agent"
+    assert records["curve/2"] == records["HR@1/AFL"][0]
     assert sum(records["stops"].values()) == records["n_samples"], "every dialogue ends once"
     assert records["n_judgements"] == 2 * 20, "two agents judge the 20 items of one 1:1 set"
     for agent in ("User Agent", "AFL"):
@@ -301,19 +302,27 @@ def test_04_interecagent(smoke_records):
     sizes = records["by_hand_plan_sizes"]
     assert sizes[0] == len(thrillers)
     assert sizes == sorted(sizes, reverse=True), "each tool narrows the candidate bus"
-    for method in ("InteRecAgent", "LLM only", *records["ablations"]):
+    k = records["max_turns"]
+    for method in ("InteRecAgent", "LLM only"):  # entry.run's metrics (record_run)
+        for rule in ("id", "fuzzy"):
+            _check_interval(records[f"Hit@{k}/{method}/{rule}"], f"{method} {rule}")
+            assert 1 <= records[f"AT@{k}/{method}/{rule}"][0] <= k + 1
+            assert records[f"Hit@{k}/{method}/{rule}/n"] == 2
+    for method in records["ablations"]:  # the notebook's ablations
         for rule in ("id", "fuzzy"):
             result = records[f"sessions/{method}/{rule}"]
             _check_interval(result["hit"], f"{method} {rule}")
-            assert 1 <= result["at"] <= records["max_turns"] + 1 and result["n"] == 2
+            assert 1 <= result["at"] <= k + 1 and result["n"] == 2
+    for method in ("InteRecAgent", "LLM only", *records["ablations"]):
         assert 1 <= records["turns"][method] <= 2 * 2
     if "with profile memory" in records["ablations"]:  # one extraction call per turn
         assert records["profile_calls"] == records["turns"]["with profile memory"]
     else:
         assert records["profile_calls"] == 0
-    for task in ("recall", "ndcg"):
+    for metric in ("Recall@5", "NDCG"):
         for method in ("InteRecAgent", "LLM only", "Random", "Pop"):
-            _check_interval(records[f"one_turn/{task}/{method}"], f"{method} {task}")
+            _check_interval(records[f"{metric}/{method}"], f"{method} {metric}")
+            assert records[f"{metric}/{method}/n"] == records["n_one_turn"]
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
 
 
@@ -326,8 +335,8 @@ def test_05_rec4agentverse(smoke_records):
     for mode in ("llm", "template"):
         for stage in (1, 2, 3):
             for metric in ("hit", "pref_share", "pref_satisfied", "profile_jaccard"):
-                _check_interval(records[f"stages/{mode}/{stage}/{metric}"], f"{mode} {metric}")
-            low_turns = records[f"stages/{mode}/{stage}/turns_needed"][1]
+                _check_interval(records[f"{metric}/stage {stage}/{mode}"], f"{mode} {metric}")
+            low_turns = records[f"turns_needed/stage {stage}/{mode}"][1]
             assert 1 <= low_turns <= records["max_turns"] + 1
     for recommender in ("llm", "classic"):
         for channel in ("free_text", "schema"):

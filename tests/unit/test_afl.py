@@ -2,7 +2,7 @@
 schemas, parsers and the analysis helpers.
 
 No test calls a model. The loop's output is replaced by hand-built rounds frames with the
-columns :func:`recagents.papers.afl.feedback_loop` returns, whose answers are known by
+columns :func:`recagents.papers.afl.loop.feedback_loop` returns, whose answers are known by
 construction; data helpers are tested on the tiny fixture or on small hand-built interaction
 frames.
 """
@@ -25,39 +25,46 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from recagents import baselines  # noqa: E402
 from recagents.columns import ITEM, LABEL, RATING, TIMESTAMP, USER  # noqa: E402
+from recagents.config import ConfigError  # noqa: E402
 from recagents.data.datasets import POSITION, Dataset, chronological_order  # noqa: E402
-from recagents.papers import afl  # noqa: E402
-from recagents.papers.afl import (  # noqa: E402
-    STOPS,
-    AFLConfig,
-    RoundMemory,
-    Sample,
+from recagents.papers.afl import entry  # noqa: E402
+from recagents.papers.afl.analysis import (  # noqa: E402
     bias_figure,
     bias_measures,
     bias_tests,
     chosen_items,
-    decision_schema,
     dialogue_trace,
+    rounds_curve_figure,
+)
+from recagents.papers.afl.config import STOPS, AFLConfig  # noqa: E402
+from recagents.papers.afl.evaluate import (  # noqa: E402
+    always_yes_metrics,
     hit_rate_table,
     hits_by_round,
+    predictions,
+    relative_gain,
+    simulation_metrics,
+    stop_counts,
+)
+from recagents.papers.afl.prompts import (  # noqa: E402
+    RoundMemory,
+    decision_schema,
     judge_messages,
-    make_samples,
     parse_decision,
     parse_recommendation,
-    predictions,
-    recent_histories,
     recommend_messages,
     recommend_schema,
-    relative_gain,
-    rounds_curve_figure,
-    simulation_metrics,
-    step1_candidates,
-    stop_counts,
     user_loop_messages,
+)
+from recagents.papers.afl.samples import Sample, make_samples, recent_histories  # noqa: E402
+from recagents.papers.afl.user_simulation import (  # noqa: E402
+    step1_candidates,
     user_sim_sets,
     user_sim_split,
 )
+from recagents.protocol import RunOptions  # noqa: E402
 
 SIM = AFLConfig(n_candidates=10, window=5, ratios=((1, 1), (1, 4)))
 
@@ -135,21 +142,36 @@ def _titles(samples) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"n_candidates": 1}, "n_candidates"),
-        ({"max_rounds": 0}, "max_rounds"),
-        ({"user_rounds": 0}, "user_rounds"),
-        ({"user_signal": "both"}, "user_signal"),
-        ({"focus_share": 0.0}, "focus_share"),
-        ({"focus_share": 1.5}, "focus_share"),
-        ({"ratios": ((0, 1),)}, "ratio"),
-        ({"ratios": ((1, 0),)}, "ratio"),
+        ({"n_candidates": 1}, "AFLConfig.n_candidates=1 is out of range"),
+        ({"max_rounds": 0}, "AFLConfig.max_rounds=0 is out of range"),
+        ({"user_rounds": 0}, "AFLConfig.user_rounds=0 is out of range"),
+        ({"user_signal": "both"}, "AFLConfig.user_signal='both' is not one of"),
+        ({"focus_share": 0.0}, "AFLConfig.focus_share=0.0 is out of range"),
+        ({"focus_share": 1.5}, "AFLConfig.focus_share=1.5 is out of range"),
+        ({"max_tokens": 2.5}, "AFLConfig.max_tokens=2.5 is not an integer"),
+        ({"ratios": ((0, 1),)}, "AFLConfig.ratios=.*a ratio needs positives"),
+        ({"ratios": ((1, 0),)}, "AFLConfig.ratios=.*a ratio needs positives"),
         ({"window": 5}, "more positives than the window"),
         ({"n_candidates": 10, "window": 4, "ratios": ((1, 1),)}, "more positives"),
     ],
 )
 def test_config_rejects_bad_settings(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         AFLConfig(**kwargs)
+
+
+def test_default_config_is_the_notebooks_at_each_profile(tiny):
+    smoke = RunOptions(profile="smoke")
+    assert entry.default_config(tiny, smoke) == AFLConfig(
+        max_rounds=2, ratios=((1, 1),), nest_negatives=True, domain=tiny.domain
+    )
+    assert entry.default_config(tiny) == AFLConfig(nest_negatives=True, domain=tiny.domain)
+    assert entry.default_config(tiny, RunOptions(profile="paper")).nest_negatives is False
+    assert entry.tool_training(smoke) == baselines.TrainConfig(epochs=1, stopping_step=3)
+    given = baselines.TrainConfig(epochs=7)
+    assert entry.tool_training(RunOptions(training=given)) is given
+    with pytest.raises(ValueError, match="unknown profile"):
+        entry.default_config(tiny, RunOptions(profile="huge"))
 
 
 def test_config_sizes():
@@ -820,11 +842,6 @@ def test_dialogue_trace():
         dialogue_trace(rounds, "nobody", titles)
 
 
-def test_module_exports_exist():
-    for name in afl.__all__:
-        assert hasattr(afl, name), name
-
-
 def test_always_yes_floor_is_recall_one_and_precision_the_positive_share():
     rows = []
     for agent in ("User Agent", "AFL"):
@@ -834,8 +851,8 @@ def test_always_yes_floor_is_recall_one_and_precision_the_positive_share():
     judged = pd.DataFrame(
         rows, columns=["agent", USER, "ratio", ITEM, LABEL, "score", "predicted", "reason"]
     )
-    floor = afl.always_yes_metrics(judged, n_boot=50).set_index(["ratio", "metric"])["mean"]
-    assert set(afl.always_yes_metrics(judged, n_boot=50)["agent"]) == {"Always yes"}
+    floor = always_yes_metrics(judged, n_boot=50).set_index(["ratio", "metric"])["mean"]
+    assert set(always_yes_metrics(judged, n_boot=50)["agent"]) == {"Always yes"}
     assert floor[("1:1", "recall")] == 1.0 and floor[("1:9", "recall")] == 1.0
     assert floor[("1:1", "precision")] == pytest.approx(0.5)
     assert floor[("1:9", "precision")] == pytest.approx(0.1)

@@ -1,4 +1,4 @@
-"""recagents.papers.afl.feedback_loop: termination and failure accounting.
+"""recagents.papers.afl.loop.feedback_loop: termination and failure accounting.
 
 The scripted OpenAI-compatible test server (tests/scripted_server.py) is used here ONLY to
 inject fixed replies and faults: a user agent that rejects forever or accepts at once,
@@ -21,10 +21,17 @@ import time
 import pytest
 from scripted_server import ScriptedServer, closed_port_url, reply, sequential_client, status
 
-from recagents.columns import ITEM, USER
+from recagents import baselines
+from recagents.columns import ITEM, RANK, USER
+from recagents.data import datasets
 from recagents.llm.client import EndpointUnreachableError, LLMClient
 from recagents.llm.runlog import RunLog
-from recagents.papers.afl import AFLConfig, Sample, feedback_loop, predictions, stop_counts
+from recagents.papers.afl import entry
+from recagents.papers.afl.config import AFLConfig
+from recagents.papers.afl.evaluate import predictions, stop_counts
+from recagents.papers.afl.loop import feedback_loop
+from recagents.papers.afl.samples import Sample
+from recagents.protocol import RankTask, RunOptions
 
 MAX_ATTEMPTS = 2
 MAX_REASKS = 1
@@ -289,3 +296,39 @@ def test_bad_arguments_raise_before_any_call(tmp_path):
         assert server.count() == 0
     assert empty.empty and {"stop", "round", ITEM}.issubset(empty.columns)
     assert log.calls == []
+
+
+# ------------------------------------------------------------------------------ entry.rank
+
+
+def test_rank_frames_both_rankers_and_counts_failed_proposals(tiny, tmp_path, cache_dir):
+    """entry.rank trains its own SASRec tool and runs one loop per ranker on the candidates."""
+    split = datasets.leave_one_out(tiny)
+    users = sorted(datasets.subsample_users(split, 3, seed=0))
+    every = datasets.candidate_sets(split, 9, seed=0, phase="test")
+    candidates = every[every[USER].isin(users)].reset_index(drop=True)
+    task = RankTask(tiny, split, candidates, seed=0)
+    quick = baselines.TrainConfig(epochs=1, stopping_step=1)
+    pick = json.dumps({"reason": "fits the history", "choice": 5})
+    bad = reply("no JSON here")  # unusable, and so is the client's one re-ask
+    with ScriptedServer(default=bad) as server:
+        # Single agent: user 1 proposes item 5, users 2-3 are unusable. Loop (the smoke
+        # profile's limit 2): the same, then user 1 rejects and its round-2 proposal fails.
+        server.script(reply(pick), *[bad] * 4, reply(pick), *[bad] * 4, reply(REJECT))
+        client = sequential_client(server.url, tmp_path / "llm")
+        options = RunOptions(profile="smoke", client=client, training=quick)
+        runs = entry.rank(task, None, options)
+        with pytest.raises(ValueError, match="n_candidates"):
+            entry.rank(task, AFLConfig(n_candidates=20), options)
+        with pytest.raises(ValueError, match="unknown AFL method"):
+            entry.rank(task, None, RunOptions(methods=("AFL",), client=client))
+    assert list(runs) == list(entry.RANKERS)
+    fifth = candidates[candidates[USER] == users[0]].sort_values("position")[ITEM].iloc[4]
+    for name, run in runs.items():
+        assert run.frame.groupby(USER).size().tolist() == [10] * 3, name
+        assert run.status_counts()["failed"] == 2, name
+        top = run.frame[(run.frame[USER] == users[0]) & (run.frame[RANK] == 1)][ITEM].item()
+        assert top == fifth, name  # a failed later round keeps the earlier proposal
+    assert len(runs["AFL single agent"].calls) == 3
+    assert runs["AFL loop"].calls["kind"].value_counts().to_dict() == {"rec": 4, "user": 1}
+    assert runs["AFL loop"].extra["rounds"]["round"].max() == 2

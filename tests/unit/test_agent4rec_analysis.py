@@ -1,4 +1,4 @@
-"""Tests for the Agent4Rec analyses (recagents.papers.agent4rec.analysis).
+"""Tests for the Agent4Rec analyses (traits, engagement, bubble, causal, recorded).
 
 Traits, engagement, ratings, ANOVA, the filter bubble and LiNGAM: hand-built inputs check
 every function against values derived by hand; the official recorded run (skipped when
@@ -23,9 +23,38 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from recagents.data import load_dataset  # noqa: E402
+from recagents.data import load_dataset, safepickle  # noqa: E402
 from recagents.data.datasets import Dataset
-from recagents.papers.agent4rec import analysis as A  # noqa: E402
+from recagents.papers.agent4rec.bubble import bubble_figure, genre_concentration  # noqa: E402
+from recagents.papers.agent4rec.causal import (  # noqa: E402
+    CAUSAL_COLUMNS,
+    causal_discovery,
+    causal_figure,
+    item_causal_table,
+)
+from recagents.papers.agent4rec.config import TRAITS  # noqa: E402
+from recagents.papers.agent4rec.engagement import (  # noqa: E402
+    engagement,
+    engagement_summary,
+    rating_distribution,
+    rating_figure,
+    satisfaction_by,
+)
+from recagents.papers.agent4rec.frames import EXPOSURE_COLUMNS  # noqa: E402
+from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES  # noqa: E402
+from recagents.papers.agent4rec.recorded import (  # noqa: E402
+    OFFICIAL_ENV,
+    load_official_pickle,
+    load_official_run,
+    official_run_dir,
+    parse_satisfaction,
+)
+from recagents.papers.agent4rec.traits import (  # noqa: E402
+    compute_traits,
+    trait_anova,
+    trait_behaviour,
+    trait_figure,
+)
 
 # --------------------------------------------------------------------------- helpers
 
@@ -86,7 +115,7 @@ SHARED_RECORDED = Path(__file__).resolve().parents[3] / "shared" / "data" / "age
 
 def _recorded_folder():
     """$RECAGENTS_AGENT4REC_RECORDED when set, else the shared copy when it exists."""
-    folder = A.official_run_dir()
+    folder = official_run_dir()
     if folder is None and SHARED_RECORDED.is_dir():
         folder = SHARED_RECORDED
     if folder is None:
@@ -101,7 +130,7 @@ def official():
 
 @pytest.fixture(scope="module")
 def run():
-    return A.load_official_run(_recorded_folder())
+    return load_official_run(_recorded_folder())
 
 
 def _close(fig):
@@ -147,7 +176,7 @@ def hand_dataset():
 
 
 def test_compute_traits_raw_statistics_by_hand(hand_dataset):
-    traits = A.compute_traits(hand_dataset).set_index("user_id")
+    traits = compute_traits(hand_dataset).set_index("user_id")
     assert list(traits.index) == ["u1", "u2", "u3", "u4"]
     assert traits["n_ratings"].tolist() == [2, 3, 4, 5]
     # u1: (5-4)^2, (3-4)^2 -> 1; u2: 1, 0, 0 -> 1/3; u3: 0, 1, 0, 0 -> 1/4; u4: 0.
@@ -158,23 +187,23 @@ def test_compute_traits_raw_statistics_by_hand(hand_dataset):
 
 
 def test_compute_traits_levels_by_hand(hand_dataset):
-    traits = A.compute_traits(hand_dataset).set_index("user_id")
+    traits = compute_traits(hand_dataset).set_index("user_id")
     # n_ratings [2,3,4,5]: P60 = 3.8, P90 = 4.7.
     assert traits["activity"].tolist() == [1, 1, 2, 3]
     # mse sorted [0, .25, 1/3, 1]: P25 = .1875, P80 = .6.
     assert traits["conformity"].tolist() == [3, 2, 2, 1]
     # n_top sorted [1,2,2,4]: P33 = 1.99, P66 = 2.0; value 2 equals the high cut.
     assert traits["diversity"].tolist() == [1, 2, 2, 3]
-    upper = A.compute_traits(hand_dataset, ties="upper").set_index("user_id")
+    upper = compute_traits(hand_dataset, ties="upper").set_index("user_id")
     assert upper["diversity"].tolist() == [1, 3, 3, 3]
     assert upper["activity"].tolist() == [1, 1, 2, 3]
 
 
 def test_compute_traits_ml100k_level_shares():
-    traits = A.compute_traits(load_dataset("ml-100k"))
+    traits = compute_traits(load_dataset("ml-100k"))
     assert len(traits) == 943
     assert set(traits.columns) >= {"activity", "conformity", "diversity", "n_top_genres"}
-    share = {t: traits[t].value_counts(normalize=True) for t in A.TRAITS}
+    share = {t: traits[t].value_counts(normalize=True) for t in TRAITS}
     # Cuts at P60/P90, P25/P80: ties can move a few users, not the shape.
     assert share["activity"][1] == pytest.approx(0.60, abs=0.03)
     assert share["activity"][3] == pytest.approx(0.10, abs=0.03)
@@ -186,22 +215,22 @@ def test_compute_traits_ml100k_level_shares():
 
 def test_compute_traits_errors(hand_dataset):
     with pytest.raises(ValueError, match="top_share"):
-        A.compute_traits(hand_dataset, top_share=0)
+        compute_traits(hand_dataset, top_share=0)
     with pytest.raises(ValueError, match="ties"):
-        A.compute_traits(hand_dataset, ties="middle")
+        compute_traits(hand_dataset, ties="middle")
     no_items = Dataset("x", Path("."), hand_dataset.interactions, None, None)
     with pytest.raises(ValueError, match="item table"):
-        A.compute_traits(no_items)
+        compute_traits(no_items)
     no_rating = Dataset(
         "x", Path("."), hand_dataset.interactions.drop(columns="rating"), hand_dataset.items, None
     )
     with pytest.raises(ValueError, match="rating"):
-        A.compute_traits(no_rating)
+        compute_traits(no_rating)
 
 
 def test_trait_sentences_complete_and_our_own():
-    assert set(A.TRAIT_SENTENCES) == set(A.TRAITS)
-    for trait, levels in A.TRAIT_SENTENCES.items():
+    assert set(TRAIT_SENTENCES) == set(TRAITS)
+    for trait, levels in TRAIT_SENTENCES.items():
         assert set(levels) == {1, 2, 3}, trait
         for sentence in levels.values():
             assert isinstance(sentence, str) and len(sentence) > 20
@@ -215,7 +244,7 @@ def test_trait_sentences_complete_and_our_own():
 
 def test_engagement_by_hand(logs):
     exposures, sessions = logs
-    per = A.engagement(exposures, sessions).set_index("user_id")
+    per = engagement(exposures, sessions).set_index("user_id")
     # a: 2 of 4 watched, ratings 4 and 3 -> one like (> 3); b: 2 of 8 watched, 5 and 2.
     assert per.loc["a", "p_view"] == pytest.approx(0.5)
     assert per.loc["a", "n_like"] == 1
@@ -225,31 +254,31 @@ def test_engagement_by_hand(logs):
     assert per.loc["b", "p_like"] == pytest.approx(0.125)
     assert per["exit_page"].tolist() == [1, 2]
     assert per.loc["a", "satisfaction"] == 6 and math.isnan(per.loc["b", "satisfaction"])
-    strict = A.engagement(exposures, sessions, like_threshold=4).set_index("user_id")
+    strict = engagement(exposures, sessions, like_threshold=4).set_index("user_id")
     assert strict["n_like"].tolist() == [0, 1]
-    loose = A.engagement(exposures, sessions, like_threshold=2.5).set_index("user_id")
+    loose = engagement(exposures, sessions, like_threshold=2.5).set_index("user_id")
     assert loose["n_like"].tolist() == [2, 1]
 
 
 def test_engagement_errors(logs):
     exposures, sessions = logs
     with pytest.raises(ValueError, match="watched"):
-        A.engagement(exposures.drop(columns="watched"), sessions)
+        engagement(exposures.drop(columns="watched"), sessions)
     with pytest.raises(ValueError, match="satisfaction"):
-        A.engagement(exposures, sessions.drop(columns="satisfaction"))
+        engagement(exposures, sessions.drop(columns="satisfaction"))
     with pytest.raises(ValueError, match="like_threshold"):
-        A.engagement(exposures, sessions, like_threshold=math.nan)
+        engagement(exposures, sessions, like_threshold=math.nan)
     with pytest.raises(ValueError, match="several rows"):
-        A.engagement(exposures, pd.concat([sessions, sessions]))
+        engagement(exposures, pd.concat([sessions, sessions]))
 
 
 def test_engagement_summary(logs):
     exposures, sessions = logs
     other = exposures.assign(recommender="S", watched=False, rating=math.nan)
-    per = A.engagement(
+    per = engagement(
         pd.concat([exposures, other]), pd.concat([sessions, sessions.assign(recommender="S")])
     )
-    table = A.engagement_summary(per, n_boot=200)
+    table = engagement_summary(per, n_boot=200)
     assert list(table.columns) == ["recommender", "metric", "mean", "low", "high", "n"]
     assert len(table) == 2 * 5
     row = table.set_index(["recommender", "metric"])
@@ -260,26 +289,26 @@ def test_engagement_summary(logs):
     assert (table["low"] <= table["mean"] + 1e-12).all()
     assert (table["mean"] <= table["high"] + 1e-12).all()
     with pytest.raises(ValueError, match="n_boot"):
-        A.engagement_summary(per, n_boot=0)
+        engagement_summary(per, n_boot=0)
 
 
 def test_satisfaction_by(logs):
     exposures, sessions = logs
     sessions = sessions.assign(satisfaction=[6.0, 2.0])
-    per = A.engagement(exposures, sessions)
+    per = engagement(exposures, sessions)
     traits = pd.DataFrame({"user_id": ["a", "b"], "activity": [1, 3], "conformity": [2, 2]})
-    table = A.satisfaction_by(per, traits, n_boot=100)
+    table = satisfaction_by(per, traits, n_boot=100)
     assert table["level"].tolist() == [1, 3]
     assert table["mean"].tolist() == [6.0, 2.0]
     assert (table["trait"] == "activity").all()
-    both = A.satisfaction_by(per, traits, trait="conformity", metrics=None, n_boot=100)
+    both = satisfaction_by(per, traits, trait="conformity", metrics=None, n_boot=100)
     pooled = both.set_index("metric")
     assert pooled.loc["satisfaction", "mean"] == pytest.approx(4.0)
     assert pooled.loc["p_view", "n"] == 2
     with pytest.raises(ValueError, match="trait"):
-        A.satisfaction_by(per, traits, trait="mood")
+        satisfaction_by(per, traits, trait="mood")
     with pytest.raises(ValueError, match="diversity"):
-        A.satisfaction_by(per, traits, trait="diversity")
+        satisfaction_by(per, traits, trait="diversity")
 
 
 # --------------------------------------------------------------------------- ratings
@@ -287,20 +316,20 @@ def test_satisfaction_by(logs):
 
 def test_rating_distribution_by_hand(logs):
     exposures, _ = logs
-    table = A.rating_distribution(exposures, real_ratings=[1, 2, 2, 5])
+    table = rating_distribution(exposures, real_ratings=[1, 2, 2, 5])
     agents = table[table["source"] == "agents"].set_index("rating")
     real = table[table["source"] == "real"].set_index("rating")
     # Agents rated 4, 3, 5, 2.
     assert agents["count"].tolist() == [0, 1, 1, 1, 1]
     assert agents["share"].tolist() == [0, 0.25, 0.25, 0.25, 0.25]
     assert real["share"].tolist() == [0.25, 0.5, 0, 0, 0.25]
-    only = A.rating_distribution(exposures)
+    only = rating_distribution(exposures)
     assert set(only["source"]) == {"agents"}
     with pytest.raises(ValueError, match="1-5"):
-        A.rating_distribution(exposures, real_ratings=[0, 3])
+        rating_distribution(exposures, real_ratings=[0, 3])
     with pytest.raises(ValueError, match="no ratings"):
-        A.rating_distribution(exposures.assign(watched=False))
-    fig = A.rating_figure(table)
+        rating_distribution(exposures.assign(watched=False))
+    fig = rating_figure(table)
     assert len(fig.axes[0].patches) == 10
     _close(fig)
 
@@ -315,7 +344,7 @@ def test_trait_behaviour_by_hand(logs):
     traits = pd.DataFrame(
         {"user_id": ["a", "b"], "activity": [1, 2], "conformity": [1, 3], "diversity": [2, 2]}
     )
-    out = A.trait_behaviour(exposures, sessions, traits, means, genres).set_index("user_id")
+    out = trait_behaviour(exposures, sessions, traits, means, genres).set_index("user_id")
     assert out["n_watched"].tolist() == [2, 2]
     # a: (4-3)^2, (3-3)^2 -> .5; b: (5-3)^2, (2-3)^2 -> 2.5.
     assert out["rating_mse"].tolist() == pytest.approx([0.5, 2.5])
@@ -324,9 +353,9 @@ def test_trait_behaviour_by_hand(logs):
     assert out["exit_page"].tolist() == [1, 2]
     assert out["conformity"].tolist() == [1, 3]
     with pytest.raises(ValueError, match="item_mean_rating"):
-        A.trait_behaviour(exposures, sessions, traits, means.drop("i6"), genres)
+        trait_behaviour(exposures, sessions, traits, means.drop("i6"), genres)
     with pytest.raises(ValueError, match="traits"):
-        A.trait_behaviour(exposures, sessions, traits.drop(columns="diversity"), means, genres)
+        trait_behaviour(exposures, sessions, traits.drop(columns="diversity"), means, genres)
 
 
 def _behaviour(levels, values):
@@ -338,26 +367,26 @@ def _behaviour(levels, values):
 
 def test_trait_anova_by_hand():
     # Levels 1: [1,2,3], 2: [4,5,6]: SSB = 13.5, SSW = 4, df 1 and 4 -> F = 13.5.
-    table = A.trait_anova(_behaviour([1, 1, 1, 2, 2, 2], [1, 2, 3, 4, 5, 6]))
+    table = trait_anova(_behaviour([1, 1, 1, 2, 2, 2], [1, 2, 3, 4, 5, 6]))
     assert len(table) == 4
     assert table["f_stat"].to_numpy() == pytest.approx([13.5] * 4)
     assert table["mean_1"].tolist() == [2.0] * 4 and table["mean_2"].tolist() == [5.0] * 4
     assert ((table["p_value"] > 0.01) & (table["p_value"] < 0.05)).all()
     # A level with one agent is reported but left out of the test.
-    single = A.trait_anova(_behaviour([1, 1, 1, 2, 2, 2, 3], [1, 2, 3, 4, 5, 6, 100]))
+    single = trait_anova(_behaviour([1, 1, 1, 2, 2, 2, 3], [1, 2, 3, 4, 5, 6, 100]))
     assert single["f_stat"].to_numpy() == pytest.approx([13.5] * 4)
     assert single["mean_3"].tolist() == [100.0] * 4 and single["n_3"].tolist() == [1] * 4
     # Fewer than two testable levels -> NaN.
-    lone = A.trait_anova(_behaviour([1, 1, 2], [1.0, 2.0, 3.0]))
+    lone = trait_anova(_behaviour([1, 1, 2], [1.0, 2.0, 3.0]))
     assert lone["f_stat"].isna().all() and lone["p_value"].isna().all()
     with pytest.raises(ValueError, match="rating_mse"):
-        A.trait_anova(_behaviour([1, 2], [1, 2]).drop(columns="rating_mse"))
+        trait_anova(_behaviour([1, 2], [1, 2]).drop(columns="rating_mse"))
     with pytest.raises(ValueError, match="min_group"):
-        A.trait_anova(_behaviour([1, 2], [1, 2]), min_group=1)
+        trait_anova(_behaviour([1, 2], [1, 2]), min_group=1)
 
 
 def test_trait_figure():
-    fig = A.trait_figure(_behaviour([1, 1, 2, 2, 3, 3], [1, 2, 3, 4, 5, 6]), n_boot=50)
+    fig = trait_figure(_behaviour([1, 1, 2, 2, 3, 3], [1, 2, 3, 4, 5, 6]), n_boot=50)
     assert len(fig.axes) == 4
     _close(fig)
 
@@ -374,7 +403,7 @@ def test_genre_concentration_by_hand():
             "round": [0, 0, 0, 1, 1, 1],
         }
     )
-    table = A.genre_concentration(recommended, genres).set_index("round")
+    table = genre_concentration(recommended, genres).set_index("round")
     # Round 0: labels A, B, A, C -> A 2/4, carried by 2 of 3 items, 3 genres.
     assert table.loc[0, "top_genre"] == "A"
     assert table.loc[0, "top_share"] == pytest.approx(0.5)
@@ -385,10 +414,10 @@ def test_genre_concentration_by_hand():
     assert table.loc[1, "items_with_top"] == pytest.approx(1.0)
     assert table.loc[1, "n_genres"] == 2
     with pytest.raises(ValueError, match="round"):
-        A.genre_concentration(recommended.drop(columns="round"), genres)
+        genre_concentration(recommended.drop(columns="round"), genres)
     with pytest.raises(ValueError, match="item_genres"):
-        A.genre_concentration(recommended, genres.drop("i3"))
-    fig = A.bubble_figure(table.reset_index())
+        genre_concentration(recommended, genres.drop("i3"))
+    fig = bubble_figure(table.reset_index())
     assert len(fig.axes) == 2
     _close(fig)
 
@@ -407,7 +436,7 @@ def _chain(n=2000, seed=0):
 
 def test_causal_discovery_finds_known_chain_without_prior():
     data = _chain()[["c", "a", "b"]]  # column order must not give the answer away
-    adj = A.causal_discovery(data, prior_order=None, columns=["c", "a", "b"])
+    adj = causal_discovery(data, prior_order=None, columns=["c", "a", "b"])
     assert adj.shape == (3, 3)
     assert adj.loc["b", "a"] > 0.3
     assert adj.loc["c", "b"] < -0.3
@@ -419,33 +448,33 @@ def test_causal_discovery_finds_known_chain_without_prior():
 def test_causal_discovery_prior_forbids_backward_edges():
     data = _chain(seed=1)
     # A wrong order puts c first: no edge may point from a later to an earlier variable.
-    adj = A.causal_discovery(data, prior_order=("c", "b", "a"))
+    adj = causal_discovery(data, prior_order=("c", "b", "a"))
     assert adj.attrs["causal_order"] == ["c", "b", "a"]
     order = ["c", "b", "a"]
     for i, effect in enumerate(order):
         for cause in order[i:]:
             assert adj.loc[effect, cause] == 0
-    right = A.causal_discovery(data, prior_order=("a", "b", "c"))
+    right = causal_discovery(data, prior_order=("a", "b", "c"))
     assert right.loc["b", "a"] > 0.3 and right.loc["c", "b"] < -0.3
 
 
 def test_causal_discovery_errors():
     data = _chain(n=50)
     with pytest.raises(ValueError, match="prior_order"):
-        A.causal_discovery(data, prior_order=("a", "b"), columns=["a", "b", "c"])
+        causal_discovery(data, prior_order=("a", "b"), columns=["a", "b", "c"])
     with pytest.raises(ValueError, match="constant"):
-        A.causal_discovery(data.assign(c=1.0), prior_order=("a", "b", "c"))
+        causal_discovery(data.assign(c=1.0), prior_order=("a", "b", "c"))
     with pytest.raises(ValueError, match="rows"):
-        A.causal_discovery(data.head(3), prior_order=("a", "b", "c"))
+        causal_discovery(data.head(3), prior_order=("a", "b", "c"))
     with pytest.raises(ValueError, match="missing"):
-        A.causal_discovery(data)  # default variables are the item table's
+        causal_discovery(data)  # default variables are the item table's
 
 
 def test_item_causal_table_by_hand(logs):
     exposures, _ = logs
     means = pd.Series({f"i{k}": float(k) for k in range(1, 10)})
     popularity = pd.Series({"i1": 7, "i3": 2})
-    table = A.item_causal_table(exposures, means, popularity, min_exposures=2)
+    table = item_causal_table(exposures, means, popularity, min_exposures=2)
     # Shown twice: i1 (watched twice, rated 4 and 5), i3 and i4 (never watched).
     assert table["item_id"].tolist() == ["i1", "i3", "i4"]
     assert table["exposure"].tolist() == [2, 2, 2]
@@ -453,36 +482,36 @@ def test_item_causal_table_by_hand(logs):
     assert table["rating"].iloc[0] == 4.5 and table["rating"].iloc[1:].isna().all()
     assert table["popularity"].tolist() == [7, 2, 0]
     assert table["quality"].tolist() == [1.0, 3.0, 4.0]
-    assert len(A.item_causal_table(exposures, means, popularity, min_exposures=1)) == 9
+    assert len(item_causal_table(exposures, means, popularity, min_exposures=1)) == 9
     with pytest.raises(ValueError, match="min_exposures"):
-        A.item_causal_table(exposures, means, popularity, min_exposures=0)
+        item_causal_table(exposures, means, popularity, min_exposures=0)
 
 
 def test_causal_figure_draws_only_strong_edges():
     adj = pd.DataFrame(
         [[0, 0, 0], [0.5, 0, 0], [0.01, -0.7, 0]], index=list("abc"), columns=list("abc")
     )
-    fig = A.causal_figure(adj, threshold=0.05)
+    fig = causal_figure(adj, threshold=0.05)
     ax = fig.axes[0]
     assert len(ax.patches) == 2
     labels = {t.get_text() for t in ax.texts}
     assert {"a", "b", "c", "+0.50", "-0.70"} <= labels and "+0.01" not in labels
     _close(fig)
     with pytest.raises(ValueError, match="square"):
-        A.causal_figure(adj.iloc[:, :2])
+        causal_figure(adj.iloc[:, :2])
 
 
 # --------------------------------------------------------------------------- official format
 
 
 def test_parse_satisfaction():
-    assert A.parse_satisfaction([" 3", " because"]) == 3
-    assert A.parse_satisfaction([" 7; REASON: I liked 2 movies"]) == 7
-    assert A.parse_satisfaction(" 8/10; REASON: fine") == 8
-    assert A.parse_satisfaction(["Rating: 6"]) == 6
-    assert A.parse_satisfaction(5) == 5
+    assert parse_satisfaction([" 3", " because"]) == 3
+    assert parse_satisfaction([" 7; REASON: I liked 2 movies"]) == 7
+    assert parse_satisfaction(" 8/10; REASON: fine") == 8
+    assert parse_satisfaction(["Rating: 6"]) == 6
+    assert parse_satisfaction(5) == 5
     for bad in (["REASON: 4 films were bad"], "eleven", " 11", [], None, ["", "x"]):
-        assert math.isnan(A.parse_satisfaction(bad)), bad
+        assert math.isnan(parse_satisfaction(bad)), bad
 
 
 def _write_official(folder: Path):
@@ -541,9 +570,9 @@ def _write_official(folder: Path):
 def test_load_official_run_on_constructed_files(tmp_path):
     folder = tmp_path / "official"
     _write_official(folder)
-    run = A.load_official_run(folder)
+    run = load_official_run(folder)
     e, s = run.exposures, run.sessions
-    assert list(e.columns) == list(A.EXPOSURE_COLUMNS)
+    assert list(e.columns) == list(EXPOSURE_COLUMNS)
     assert len(e) == 4 + 20
     first = e[e["user_id"] == "0"].set_index("item_id")
     assert first["aligned"].tolist() == [True, False, True, False]
@@ -567,27 +596,27 @@ def test_load_official_run_on_constructed_files(tmp_path):
     assert traits.loc["0", "conformity_mse"] == 0.5 and traits.loc["2", "n_top_genres"] == 6
     (folder / "train.txt").unlink()
     with pytest.raises(FileNotFoundError, match="train.txt"):
-        A.load_official_run(folder)
+        load_official_run(folder)
 
 
 def test_official_run_dir(monkeypatch, tmp_path):
-    assert A.OFFICIAL_ENV == "RECAGENTS_AGENT4REC_RECORDED"
-    monkeypatch.setenv(A.OFFICIAL_ENV, str(tmp_path))
-    assert A.official_run_dir() == tmp_path
-    assert A.official_run_dir("auto") == tmp_path
-    assert A.official_run_dir(tmp_path / "other") == tmp_path / "other"  # explicit path wins
-    assert A.official_run_dir(str(tmp_path / "other")) == tmp_path / "other"
-    assert A.official_run_dir("none") is None
-    assert A.official_run_dir(None) is None
-    monkeypatch.setenv(A.OFFICIAL_ENV, "  ")
-    assert A.official_run_dir() is None
-    monkeypatch.delenv(A.OFFICIAL_ENV)
+    assert OFFICIAL_ENV == "RECAGENTS_AGENT4REC_RECORDED"
+    monkeypatch.setenv(OFFICIAL_ENV, str(tmp_path))
+    assert official_run_dir() == tmp_path
+    assert official_run_dir("auto") == tmp_path
+    assert official_run_dir(tmp_path / "other") == tmp_path / "other"  # explicit path wins
+    assert official_run_dir(str(tmp_path / "other")) == tmp_path / "other"
+    assert official_run_dir("none") is None
+    assert official_run_dir(None) is None
+    monkeypatch.setenv(OFFICIAL_ENV, "  ")
+    assert official_run_dir() is None
+    monkeypatch.delenv(OFFICIAL_ENV)
     # Neither a path nor the variable: not available, even when a copy lies beside the
     # checkout (SHARED_RECORDED) or in the working directory; nothing is searched.
     monkeypatch.chdir(tmp_path)
-    assert A.official_run_dir() is None
-    with pytest.raises(FileNotFoundError, match=A.OFFICIAL_ENV):
-        A.load_official_run()
+    assert official_run_dir() is None
+    with pytest.raises(FileNotFoundError, match=OFFICIAL_ENV):
+        load_official_run()
 
 
 class _Evil:
@@ -603,11 +632,11 @@ def test_restricted_unpickler_refuses_code(tmp_path):
     }.items():
         path = tmp_path / f"{name}.pkl"
         path.write_bytes(payload)
-        with pytest.raises(A.UnsafePickleError, match="refusing"):
-            A.load_official_pickle(path)
+        with pytest.raises(safepickle.UnsafePickleError, match="refusing"):
+            load_official_pickle(path)
     fine = tmp_path / "fine.pkl"
     fine.write_bytes(pickle.dumps({1: [np.int64(3), np.arange(3)], "x": {2.5, 1.5}}))
-    assert A.load_official_pickle(fine, plain=True) == {1: [3, [0, 1, 2]], "x": {1.5, 2.5}}
+    assert load_official_pickle(fine, plain=True) == {1: [3, [0, 1, 2]], "x": {1.5, 2.5}}
 
 
 # --------------------------------------------------------------------------- official run
@@ -622,9 +651,9 @@ def test_official_pickles_match_the_jsonl_export(official):
     samples = sorted((official / "behavior_sample").glob("*.pkl"))
     assert len(samples) == 10
     for path in samples:
-        raw = A.load_official_pickle(path)
+        raw = load_official_pickle(path)
         assert any(isinstance(v, np.generic | np.ndarray) for v in _leaves(raw))
-        plain = A.load_official_pickle(path, plain=True)
+        plain = load_official_pickle(path, plain=True)
         pages = [plain[k] for k in sorted(k for k in plain if k != "interview")]
         record = records[int(path.stem)]
         assert pages == record["pages"]
@@ -643,7 +672,7 @@ def _leaves(obj):
 
 
 def test_official_rating_oracle(run):
-    table = A.rating_distribution(run.exposures).set_index("rating")
+    table = rating_distribution(run.exposures).set_index("rating")
     assert table["count"].sum() == 6512
     assert table.loc[1, "count"] == 0 and table.loc[2, "count"] == 0
     shares = (table["share"] * 100).round(1)
@@ -661,45 +690,45 @@ def test_official_session_oracles(run):
 
 
 def test_official_engagement_matches_card(run):
-    per = A.engagement(run.exposures, run.sessions)
+    per = engagement(run.exposures, run.sessions)
     means = per[["p_view", "n_like", "p_like", "exit_page", "satisfaction"]].mean().round(3)
     assert means.tolist() == [0.493, 6.003, 0.453, 3.234, 3.945]
-    table = A.engagement_summary(per, n_boot=200)
+    table = engagement_summary(per, n_boot=200)
     sat = table.set_index("metric").loc["satisfaction"]
     assert sat["low"] < 3.945 < sat["high"] and sat["n"] == 1000
-    by = A.satisfaction_by(per, run.traits, n_boot=200)
+    by = satisfaction_by(per, run.traits, n_boot=200)
     # Satisfaction rises with activity (the outside critique's point).
     assert by["mean"].is_monotonic_increasing and len(by) == 3
 
 
 def test_official_trait_behaviour_oracles(run):
     items = run.items.set_index("item_id")
-    behaviour = A.trait_behaviour(
+    behaviour = trait_behaviour(
         run.exposures, run.sessions, run.traits, items["mean_rating"], items["genres"]
     )
     assert len(behaviour) == 1000
-    table = A.trait_anova(behaviour).set_index("measure")
+    table = trait_anova(behaviour).set_index("measure")
     means = lambda m: table.loc[m, ["mean_1", "mean_2", "mean_3"]].astype(float)  # noqa: E731
     assert means("exit_page").round(2).tolist() == [2.67, 3.74, 4.37]
     assert means("n_watched").round(2).tolist() == [4.88, 7.47, 11.48]
     assert means("rating_mse").round(3).tolist() == [0.253, 0.323, 0.477]
     assert means("n_genres_watched").round(2).tolist() == [5.40, 6.89, 8.33]
     assert (table["p_value"] < 1e-10).all()
-    fig = A.trait_figure(behaviour, n_boot=100)
+    fig = trait_figure(behaviour, n_boot=100)
     _close(fig)
 
 
 def test_official_causal_discovery(run):
     items = run.items.set_index("item_id")
-    table = A.item_causal_table(run.exposures, items["mean_rating"], items["popularity"])
+    table = item_causal_table(run.exposures, items["mean_rating"], items["popularity"])
     assert (table["exposure"] >= 10).all() and len(table) > 100
-    adj = A.causal_discovery(table)
+    adj = causal_discovery(table)
     assert adj.shape == (5, 5)
-    assert list(adj.index) == list(adj.columns) == list(A.CAUSAL_COLUMNS)
+    assert list(adj.index) == list(adj.columns) == list(CAUSAL_COLUMNS)
     upper = np.triu(adj.to_numpy())  # cause later than effect in the prior order
     assert (upper == 0).all()
     # The card's qualitative reading: quality and popularity drive ratings,
     # popularity -> exposure -> views.
     assert adj.loc["rating", "quality"] > 0.05 and adj.loc["rating", "popularity"] > 0.05
     assert adj.loc["exposure", "popularity"] > 0.05 and adj.loc["views", "exposure"] > 0.05
-    _close(A.causal_figure(adj))
+    _close(causal_figure(adj))

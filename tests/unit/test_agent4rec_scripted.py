@@ -9,25 +9,26 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from recagents.columns import ITEM, RATING, USER
 from recagents.llm.client import ChatRequest
 from recagents.llm.runlog import RunLog
 from recagents.llm.scripted import PASS
+from recagents.papers.agent4rec.agents import Agent
+from recagents.papers.agent4rec.config import Agent4RecConfig
+from recagents.papers.agent4rec.loop import simulate
+from recagents.papers.agent4rec.prompts import (
+    exit_schema,
+    interview_schema,
+    page_schema,
+    persona_schema,
+)
 from recagents.papers.agent4rec.scripted import (
     browsing_client,
     browsing_policy,
     request_kind,
     top_genres,
-)
-from recagents.papers.agent4rec.simulate import (
-    Agent,
-    Agent4RecConfig,
-    exit_schema,
-    interview_schema,
-    page_schema,
-    persona_schema,
-    simulate,
 )
 
 SENTENCES = {
@@ -149,3 +150,47 @@ def test_exit_page_figure_draws_every_run_and_the_recorded_mean():
     assert [line.get_gid() for line in ax.lines] == ["reference:recorded"]
     assert ax.lines[0].get_xdata()[0] == 3.25
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- the entry
+
+
+def test_entry_run_is_its_steps_in_order_and_ranks_nothing(cache_dir):
+    """``entry.run`` equals its four steps called one by one, as notebook 02 calls them."""
+    from recagents import columns
+    from recagents.data import load_dataset
+    from recagents.llm.scripted import ScriptedClient
+    from recagents.notebook import run_records
+    from recagents.papers.agent4rec import entry
+    from recagents.protocol import RunOptions
+
+    dataset = load_dataset(entry.DATASET)
+    profile = entry.PROFILES["smoke"]
+    config = Agent4RecConfig(max_pages=profile["pages"])
+    world = entry.population(dataset, config, profile["agents"])
+    liked = top_genres(world.split.train, dataset.items.set_index(ITEM)[columns.GENRES])
+    persona = {"tastes": [{"taste": "comedies", "reason": "scripted"}], "rates_high": "comedies",
+               "rates_low": "horror"}  # fmt: skip
+
+    def client():
+        return browsing_client(liked, fallback=ScriptedClient(lambda request: persona, "persona"))
+
+    options = RunOptions(profile="smoke", methods=("Random",), client=client(), n_boot=20)
+    run = entry.run(dataset, None, options)
+    assert run.config == config, "config=None: the paper's, with the profile's pages"
+    assert set(run.tables) == set(entry.TABLES)
+    assert run.table("agents")[USER].tolist() == world.agent_users
+    assert len(run.table("exposures")) == profile["agents"] * config.items_per_page
+    assert run.table("exposures")["watched"].any(), "the scripted agents watch their genres"
+
+    log, by_hand = RunLog(), client()
+    agents = entry.make_agents(world, config, by_hand, log)
+    training = entry.train_config(profile)
+    browsed = entry.browse(world, agents, ["Random"], config, by_hand, log, training)
+    steps = entry.summarize(agents, browsed, config, log, 20, 0.0)
+    assert run_records(steps) == run_records(run)
+    assert run.log.calls_frame()["phase"].tolist() == log.calls_frame()["phase"].tolist()
+
+    assert entry.RANKERS == ()
+    with pytest.raises(NotImplementedError, match="ranks no shared candidates"):
+        entry.rank(None)

@@ -1,4 +1,4 @@
-"""Tests for recagents.papers.agent4rec.simulate: settings, data, prompts, schemas and parsers.
+"""Tests for Agent4Rec's simulator: settings, data, prompts, schemas, parsers, the entry.
 
 No test calls a model: ``build_agents``, ``simulate`` and ``taste_probe`` need the LLM
 server, so only the pure pieces they are built from are tested here (the prompts, the
@@ -22,24 +22,22 @@ from recagents.data.atomic import DatasetError
 from recagents.data.datasets import Dataset, Split
 from recagents.llm.client import ChatResult
 from recagents.llm.runlog import RunLog, cost_table
-from recagents.papers.agent4rec.simulate import (
-    Agent,
-    Agent4RecConfig,
-    _recall,
+from recagents.papers.agent4rec.agents import Agent, item_lines, random_split
+from recagents.papers.agent4rec.config import Agent4RecConfig
+from recagents.papers.agent4rec.evaluate import taste_probe_sets
+from recagents.papers.agent4rec.loop import recall
+from recagents.papers.agent4rec.prompts import (
     exit_messages,
     exit_schema,
     interview_messages,
     interview_schema,
-    item_lines,
     page_messages,
     page_schema,
     parse_page,
     persona_messages,
     persona_schema,
     persona_text,
-    random_split,
     reflection_messages,
-    taste_probe_sets,
     taste_schema,
 )
 
@@ -695,12 +693,12 @@ def test_recall_returns_everything_when_few_memories():
 
     memory = ["one", "two", "three"]
     agent = _agent(memory=memory)
-    assert _recall(agent, "query", 5, never) == memory
-    assert _recall(agent, "query", 3, never) == memory
-    recalled = _recall(agent, "query", 3, never)
+    assert recall(agent, "query", 5, never) == memory
+    assert recall(agent, "query", 3, never) == memory
+    recalled = recall(agent, "query", 3, never)
     recalled.append("extra")
     assert agent.memory == memory, "the agent's memory must not be handed out for mutation"
-    assert _recall(_agent(), "query", 5, never) == []
+    assert recall(_agent(), "query", 5, never) == []
 
 
 def test_recall_picks_the_k_nearest_in_original_order():
@@ -713,15 +711,15 @@ def test_recall_picks_the_k_nearest_in_original_order():
         "comedy comedy comedy drama",  # 5: cos 0.95
     ]
     agent = _agent(memory=memory)
-    assert _recall(agent, "comedy", 1, _vocab_embed) == ["comedy"]
-    assert _recall(agent, "comedy", 2, _vocab_embed) == ["comedy", "comedy comedy comedy drama"]
-    assert _recall(agent, "comedy", 3, _vocab_embed) == [
+    assert recall(agent, "comedy", 1, _vocab_embed) == ["comedy"]
+    assert recall(agent, "comedy", 2, _vocab_embed) == ["comedy", "comedy comedy comedy drama"]
+    assert recall(agent, "comedy", 3, _vocab_embed) == [
         "comedy drama",
         "comedy",
         "comedy comedy comedy drama",
     ]
-    assert _recall(agent, "western", 1, _vocab_embed) == ["western page"]
-    assert _recall(agent, "comedy", 0, _vocab_embed) == []
+    assert recall(agent, "western", 1, _vocab_embed) == ["western page"]
+    assert recall(agent, "comedy", 0, _vocab_embed) == []
     assert agent.memory == memory
 
 

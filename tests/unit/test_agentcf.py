@@ -18,46 +18,59 @@ import pytest
 
 from recagents import metrics
 from recagents.columns import GENRES, ITEM, RANK, RATING, SCORE, TIMESTAMP, USER
+from recagents.config import ConfigError
 from recagents.data.atomic import DatasetError
-from recagents.data.datasets import Dataset
+from recagents.data.datasets import Dataset, candidate_sets, leave_one_out
 from recagents.llm.cache import PRICES
 from recagents.llm.client import ChatResult
-from recagents.papers import agentcf
-from recagents.papers.agentcf import (
-    FAITHFUL_MISSING_RANK,
-    AgentCFConfig,
+from recagents.llm.runlog import RunLog, cost_table
+from recagents.llm.scripted import ScriptedClient
+from recagents.notebook import run_records
+from recagents.papers.agentcf import agents, entry, evaluate
+from recagents.papers.agentcf.agents import (
     AgentState,
-    RunLog,
-    Subset,
     apply_item_reflection,
     apply_user_reflection,
-    choice_schema,
-    cost_table,
-    forward_messages,
     initial_item_memory,
     initial_state,
     initial_user_memory,
+    reflecting_pairs,
+    train,
+    verbalised_history,
+)
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.evaluate import (
+    order_consistency,
+    probe_summary,
+    rank_candidates,
+    retrieve_version,
+)
+from recagents.papers.agentcf.prompts import (
+    choice_schema,
+    forward_messages,
     item_reflection_messages,
     item_reflection_schema,
     llmrank_messages,
-    make_subset,
-    order_consistency,
     parse_choice,
-    parse_ranking,
-    probe_summary,
-    rank_candidates,
-    ranking_frame,
     ranking_messages,
-    ranking_schema,
-    reflecting_pairs,
-    retrieve_version,
-    schedule,
-    subset_stats,
-    train,
-    training_pairs,
     user_reflection_messages,
     user_reflection_schema,
-    verbalised_history,
+)
+from recagents.papers.agentcf.subsets import (
+    Subset,
+    make_subset,
+    schedule,
+    subset_stats,
+    training_pairs,
+)
+from recagents.protocol import (
+    FAITHFUL_MISSING_RANK,
+    Paper,
+    RankTask,
+    RunOptions,
+    parse_ranking,
+    ranking_frame,
+    ranking_schema,
 )
 
 WINDOW = 8  # the paper's window: 1 prefix + 5 targets + valid + test
@@ -175,7 +188,7 @@ def test_config_window_and_steps_follow_settings():
         ("n_targets", 0),
         ("batch_size", 0),
         ("rounds", 0),
-        ("steps", 0),
+        ("steps", -1),
         ("steps", 6),  # more steps than targets
         ("pair_order", "sideways"),
         ("user_words", 9),
@@ -183,11 +196,21 @@ def test_config_window_and_steps_follow_settings():
         ("history_len", 0),
         ("temperature", -1.0),
         ("eval_temperature", 3.0),
+        ("zero_shot_history_len", 0),
+        ("subsets", ()),
+        ("subsets", ("dense", "medium")),
+        ("candidate_pool", "everything"),
+        ("baselines", "Pop"),  # a string, not a tuple of names
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ConfigError, match=f"AgentCFConfig.{field}="):
         AgentCFConfig(**{field: value})
+
+
+def test_config_steps_zero_trains_nothing():
+    assert AgentCFConfig(steps=0).n_steps == 0
+    assert AgentCFConfig().n_steps == 5 and AgentCFConfig(steps=2).n_steps == 2
 
 
 def test_config_is_frozen():
@@ -1045,7 +1068,7 @@ def no_client(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("an LLM client was requested")
 
-    for module in (agentcf.agents, agentcf.evaluate, agentcf.pipeline):
+    for module in (agents, evaluate):
         monkeypatch.setattr(module, "get_client", refuse)
 
 
@@ -1057,3 +1080,104 @@ def test_rank_candidates_rejects_unknown_variant(no_client):
 def test_train_rejects_unknown_mode(no_client):
     with pytest.raises(ValueError, match="mode"):
         train(_state(), pd.DataFrame(), None, {}, mode="bogus", progress=False)
+
+
+# ------------------------------------------------------------------------------ entry points
+
+
+def _scripted(request):
+    """Schema-valid replies: choose the first option, keep short memories, rank as shown."""
+    required = set(request.schema["required"])
+    if "choice" in required:
+        return {"choice": 1, "explanation": "the first one"}
+    if "self_description" in required:
+        return {"self_description": "I like what I chose."}
+    if "preferred" in required:
+        return {"preferred": "liked", "other": "not chosen"}
+    return {"ranking": list(range(1, request.schema["properties"]["ranking"]["minItems"] + 1))}
+
+
+def test_entry_is_a_paper_with_the_notebooks_profiles():
+    assert isinstance(entry, Paper)
+    assert entry.RANKERS == ("Zero-shot LLM", "AgentCF B", "AgentCF B+H", "AgentCF B+R")
+    smoke = entry.default_config("smoke")
+    assert (smoke.batch_size, smoke.steps, smoke.subsets, smoke.full_data_baselines) == (
+        3, 1, ("dense",), ()
+    )  # fmt: skip
+    assert entry.default_config().full_data_baselines == ("Pop", "BPR")
+    assert entry.sample_training("default").epochs == 100
+    with pytest.raises(ValueError, match="unknown profile"):
+        entry.default_config("huge")
+
+
+def test_entry_run_scores_every_method_of_every_subset(tiny, cache_dir):
+    config = AgentCFConfig(steps=1, batch_size=3, rounds=1, subsets=("sparse",),
+                           candidate_pool="dataset", full_data_baselines=())  # fmt: skip
+    outer = RunLog()
+    options = RunOptions(n_users=3, client=ScriptedClient(_scripted, "agentcf"), log=outer,
+                         n_boot=50)  # fmt: skip
+    run = entry.run(tiny, config, options)
+    methods = [*entry.METHODS, "Random"]  # no subset-trained models: negatives from the dataset
+    assert list(run.metrics["metric"]) == [
+        f"ndcg@{k}/sparse/{m}" for m in methods for k in (1, 5, 10)
+    ]
+    assert (run.metrics["n"] == 3).all() and set(run.tables) == set(entry.TABLES)
+    assert run_records(run)["ndcg@10/sparse/Random/n"] == 3
+    part = run.parts["sparse"]
+    assert part.trained != part.initial and len(part.pairs) == 3
+    phases = run.log.calls_frame()["phase"].value_counts().to_dict()
+    assert phases == {"train": 9, **{f"rank {m}": 3 for m in entry.METHODS}}
+    assert len(outer.calls) == len(run.log.calls)  # the caller's log receives the same calls
+    assert (run.table("parses")["status"] == "complete").all()
+    assert set(run.table("rankings")["method"]) == set(methods)
+    summary = run.table("summary")
+    assert (summary["subset"] == "sparse").all() and set(summary["method"]) == set(methods)
+    with pytest.raises(ValueError, match="methods: unknown AgentCF"):
+        entry.run(tiny, config, RunOptions(methods=("B",)))
+
+
+def test_entry_run_trains_only_for_trained_rankers(tiny, cache_dir):
+    config = AgentCFConfig(steps=1, batch_size=3, subsets=("sparse",), candidate_pool="dataset",
+                           full_data_baselines=())  # fmt: skip
+    options = RunOptions(n_users=3, methods=("LLMRank (zero-shot)",), n_boot=20,
+                         client=ScriptedClient(_scripted, "agentcf"))  # fmt: skip
+    run = entry.run(tiny, config, options)
+    assert set(run.log.calls_frame()["phase"]) == {"rank LLMRank (zero-shot)"}
+    assert run.parts["sparse"].trained is run.parts["sparse"].initial
+
+
+@pytest.fixture
+def rank_task(tiny, cache_dir):
+    """Three users with at least 11 interactions, their test item and 9 negatives each."""
+    split = leave_one_out(tiny)
+    counts = tiny.interactions.groupby(USER).size()
+    users = sorted(counts[counts >= 11].index)[:3]
+    candidates = candidate_sets(split, 9, seed=0)
+    return RankTask(tiny, split, candidates[candidates[USER].isin(users)], seed=0)
+
+
+def test_entry_rank_puts_every_ranker_on_the_shared_candidates(rank_task):
+    config = AgentCFConfig(steps=1, rounds=1)
+    options = RunOptions(client=ScriptedClient(_scripted, "agentcf"))
+    rankings = entry.rank(rank_task, config, options)
+    assert list(rankings) == list(entry.RANKERS)
+    shown = rank_task.candidates.sort_values([USER, "position"])
+    for method, ranking in rankings.items():
+        assert ranking.method == method
+        assert ranking.status_counts()["complete"] == 3
+        frame = ranking.frame.sort_values([USER, RANK])
+        assert frame[ITEM].tolist() == shown[ITEM].tolist()  # ranked as shown
+    zero = rankings["Zero-shot LLM"].calls
+    assert zero["phase"].tolist() == ["Zero-shot LLM"] * 3
+    calls = rankings["AgentCF B+R"].calls["phase"].value_counts().to_dict()
+    assert calls == {"train": 9, "rank:B+R": 3}  # 3 choices, 3 user and 3 item reflections
+    assert rankings["AgentCF B"].note == "1 training step(s)"
+
+
+def test_entry_rank_without_training_and_one_method(rank_task):
+    config = AgentCFConfig(steps=0)
+    options = RunOptions(methods=("AgentCF B",), client=ScriptedClient(_scripted, "agentcf"))
+    rankings = entry.rank(rank_task, config, options)
+    assert list(rankings) == ["AgentCF B"]
+    ranking = rankings["AgentCF B"]
+    assert ranking.note == "no training" and set(ranking.calls["phase"]) == {"rank:B"}

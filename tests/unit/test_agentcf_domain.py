@@ -15,20 +15,23 @@ import pytest
 
 from recagents.columns import GENRES, ITEM, TITLE, USER
 from recagents.data.datasets import Dataset, Split
-from recagents.papers.agentcf import (
-    AgentCFConfig,
-    Subset,
-    forward_messages,
+from recagents.papers.agentcf.agents import (
     initial_item_memory,
     initial_state,
     initial_user_memory,
+    verbalised_history,
+)
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.prompts import (
+    DOMAIN_WORDING,
+    domain_wording,
+    forward_messages,
     item_reflection_messages,
     llmrank_messages,
     ranking_messages,
     user_reflection_messages,
-    verbalised_history,
 )
-from recagents.papers.agentcf.prompts import DOMAIN_WORDING, domain_wording
+from recagents.papers.agentcf.subsets import Subset
 
 #: SHA-256 of :func:`_every_prompt` for movies, computed from the prompts at git HEAD.
 MOVIE_DIGEST = "9aeb08306ca3a910894a7237d75387964ff7e4cf3541042accbae3e7a80bbf1a"

@@ -11,8 +11,10 @@ import pytest
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data.releases import MIRROR_ENV, URL_ENV
 from recagents.llm.scripted import ScriptedClient
-from recagents.papers import agentcf
 from recagents.papers.agentcf import released_agents as mq
+from recagents.papers.agentcf.agents import initial_state, item_titles
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.subsets import subset_candidates
 
 REAL_MIRROR = Path(__file__).resolve().parents[3] / "shared" / "mirror"
 SAMPLE_USERS = ["2517", "2867", "30991", "62642"]
@@ -60,7 +62,7 @@ def test_released_state_counts_what_came_from_the_authors(dense):
     dataset, subset = dense
     sample = mq.restrict_subset(subset, SAMPLE_USERS)
     agents = mq.released_state(dataset, sample, "dense", items=True)
-    untrained = agentcf.initial_state(dataset, sample)
+    untrained = initial_state(dataset, sample)
     counts = agents.counts()
     assert counts["users_released"] == 4 and counts["users_untrained"] == 0
     every_item = set(sample.windows[ITEM])
@@ -90,13 +92,13 @@ def _title_in_memory_ranker(request):
 def test_memory_quality_measures_the_memories_with_the_ranker_held_fixed(dense):
     dataset, subset = dense
     sample = mq.restrict_subset(subset, SAMPLE_USERS)
-    titles = agentcf.item_titles(dataset)
-    candidates = agentcf.subset_candidates(sample, dataset, 9, seed=1, pool="subset")
-    untrained = agentcf.initial_state(dataset, sample)
+    titles = item_titles(dataset)
+    candidates = subset_candidates(sample, dataset, 9, seed=1, pool="subset")
+    untrained = initial_state(dataset, sample)
     knowing = untrained.copy()
     for user, item in candidates[candidates[LABEL] == 1][[USER, ITEM]].itertuples(index=False):
         knowing.user_memory[user] = f"I always buy {titles[item]}."
-    config = agentcf.AgentCFConfig(domain="CD")
+    config = AgentCFConfig(domain="CD")
     client = ScriptedClient(_title_in_memory_ranker, "title-in-memory")
     result = mq.memory_quality(
         {"untrained": untrained, "same": untrained.copy(), "knowing": knowing},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from recagents import paper_numbers
-from recagents.papers import agentcf
+from recagents.papers.agentcf.analysis import paper_side_by_side, paper_values
 
 
 def _summary() -> pd.DataFrame:
@@ -20,8 +20,8 @@ def _summary() -> pd.DataFrame:
 
 def test_no_paper_value_is_borrowed_from_another_dataset():
     reported = paper_numbers.table("AgentCF-T2")
-    assert agentcf.paper_values(reported, "ml-100k") == {}
-    table = agentcf.paper_side_by_side(_summary(), reported, "ml-100k")
+    assert paper_values(reported, "ml-100k") == {}
+    table = paper_side_by_side(_summary(), reported, "ml-100k")
     paper = table.iloc[:, -1]
     assert paper["AgentCF B+R"].startswith("no value for ml-100k (reported on CDs-dense")
     assert paper["AgentCF B"].startswith("no value for ml-100k (reported on Office-dense")
@@ -30,8 +30,8 @@ def test_no_paper_value_is_borrowed_from_another_dataset():
 
 def test_the_paper_value_on_the_same_dataset_is_shown():
     reported = paper_numbers.table("AgentCF-T2")
-    assert agentcf.paper_values(reported, "cds-dense") == {("AgentCF B+R", "dense"): 0.5405}
-    table = agentcf.paper_side_by_side(_summary(), reported, "cds-dense")
+    assert paper_values(reported, "cds-dense") == {("AgentCF B+R", "dense"): 0.5405}
+    table = paper_side_by_side(_summary(), reported, "cds-dense")
     paper = table.iloc[:, -1]
     assert paper["AgentCF B+R"].startswith("CDs-dense: 0.2333 / 0.4142 / 0.5405")
     assert paper["AgentCF B"].startswith("no value for cds-dense (reported on Office-dense")

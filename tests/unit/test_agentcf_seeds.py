@@ -10,7 +10,9 @@ import pytest
 from recagents.columns import ITEM, USER
 from recagents.data.datasets import chronological_order
 from recagents.llm.scripted import ScriptedClient
-from recagents.papers import agentcf
+from recagents.papers.agentcf.agents import item_titles
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.seeds import variants_over_seeds
 
 
 def _policy(wanted: set[str], retrieval_knows: bool):
@@ -37,17 +39,15 @@ def _policy(wanted: set[str], retrieval_knows: bool):
 @pytest.fixture
 def test_titles(tiny):
     last = chronological_order(tiny.interactions).groupby(USER).tail(1)[ITEM]
-    titles = agentcf.item_titles(tiny)
+    titles = item_titles(tiny)
     return {titles[item] for item in last}
 
 
 @pytest.mark.parametrize("knows", [True, False])
 def test_a_gain_only_retrieval_has_is_found_and_a_null_is_zero(tiny, test_titles, cache_dir, knows):
-    config = agentcf.AgentCFConfig(steps=1, batch_size=3, rounds=1)
+    config = AgentCFConfig(steps=1, batch_size=3, rounds=1, candidate_pool="dataset")
     client = ScriptedClient(_policy(test_titles, knows), "agentcf-seeds")
-    result = agentcf.variants_over_seeds(
-        tiny, "sparse", 3, [1, 2], config, client, pool="dataset", n_boot=200
-    )
+    result = variants_over_seeds(tiny, "sparse", 3, [1, 2], config, client, n_boot=200)
     summary = result.summary.iloc[0]
     assert summary["n"] == 6 and summary["n_seeds"] == 2 and len(result.per_seed) == 2
     assert list(result.per_user["seed"]) == [1, 1, 1, 2, 2, 2]
@@ -60,4 +60,4 @@ def test_a_gain_only_retrieval_has_is_found_and_a_null_is_zero(tiny, test_titles
 
 def test_repeated_seeds_are_refused(tiny):
     with pytest.raises(ValueError, match="distinct"):
-        agentcf.variants_over_seeds(tiny, "dense", 3, [1, 1], agentcf.AgentCFConfig(), None)
+        variants_over_seeds(tiny, "dense", 3, [1, 1], AgentCFConfig(), None)

@@ -384,7 +384,9 @@ def test_cli_export_show_verify_import_and_check(
 def test_an_agent_loop_replays_to_the_same_records(tmp_path: Path) -> None:
     """AFL's feedback loop, recorded then replayed: same rounds, same call log, no calls."""
     from recagents.llm.runlog import RunLog
-    from recagents.papers.afl import AFLConfig, Sample, feedback_loop
+    from recagents.papers.afl.config import AFLConfig
+    from recagents.papers.afl.loop import feedback_loop
+    from recagents.papers.afl.samples import Sample
 
     candidates = [tuple(f"u{k}-c{j}" for j in range(4)) for k in range(3)]
     samples = [

@@ -69,3 +69,14 @@ def test_settings_use_it_and_name_the_environment_variable(tmp_path: Path) -> No
         Settings(cache_dir=tmp_path, llm_max_reasks=11)
     with pytest.raises(ConfigError, match=r"llm_structured \(RECAGENTS_LLM_STRUCTURED\)='xml'"):
         Settings(cache_dir=tmp_path, llm_structured="xml")  # type: ignore[arg-type]
+
+
+def test_an_unknown_structured_mode_from_the_environment_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from recagents.config import settings
+
+    monkeypatch.setenv("RECAGENTS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RECAGENTS_LLM_STRUCTURED", "xml")
+    with pytest.raises(ConfigError, match=r"\(RECAGENTS_LLM_STRUCTURED\)='xml' is not one of"):
+        settings()

@@ -16,11 +16,35 @@ import pandas as pd
 import pytest
 from scripted_server import ScriptedServer, reply, sequential_client
 
-from recagents import compare as cp
+from recagents.baselines import TrainConfig
 from recagents.columns import ITEM, LABEL, RANK, SCORE, USER
+from recagents.compare.adapters import run_baseline, run_paper
+from recagents.compare.bias import (
+    ORDERS,
+    gini,
+    popularity_bias,
+    position_sensitivity,
+    reorder_candidates,
+    shared_rankers,
+)
+from recagents.compare.cost import (
+    COST_QUANTITIES,
+    cost_per_user,
+    cost_scaling,
+    scaling_figure,
+    scaling_runner,
+)
+from recagents.compare.leaderboard import leaderboard
+from recagents.compare.protocol import Protocol, check_frame, shared_protocol, status_table
 from recagents.data.datasets import POSITION, Dataset
 from recagents.llm.runlog import RunLog
-from recagents.papers import afl, agentcf
+from recagents.papers.afl.entry import afl_frame
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.subsets import shared_subset
+from recagents.papers.interecagent.entry import target_rank_frame
+from recagents.protocol import Ranking, RunOptions
+
+QUICK = TrainConfig(epochs=1, stopping_step=1)
 
 # --------------------------------------------------------------------------- helpers
 
@@ -63,7 +87,7 @@ TRUTH = pd.DataFrame({USER: USERS, ITEM: ["t"] * 4})
 def test_leaderboard_known_means_and_paired_test() -> None:
     first = _frame({u: ["t", "a", "b"] for u in USERS})  # target always first
     second = _frame({u: ["a", "t", "b"] for u in USERS})  # always second
-    table = cp.leaderboard({"Pop": first, "LLM": second}, TRUTH, ks=(1, 2), n_boot=200, seed=0)
+    table = leaderboard({"Pop": first, "LLM": second}, TRUTH, ks=(1, 2), n_boot=200, seed=0)
     means = table.set_index(["method", "metric"])["mean"]
     assert means[("Pop", "ndcg@1")] == 1.0
     assert means[("LLM", "ndcg@1")] == 0.0
@@ -83,12 +107,12 @@ def test_leaderboard_reference_choice() -> None:
     good = _frame({u: ["t", "a"] for u in USERS})
     bad = _frame({u: ["a", "t"] for u in USERS})
     # No classic baseline: the best method is the reference.
-    table = cp.leaderboard({"X": bad, "Y": good}, TRUTH, ks=(1,), n_boot=50)
+    table = leaderboard({"X": bad, "Y": good}, TRUTH, ks=(1,), n_boot=50)
     assert set(table["reference"]) == {"Y"}
     # A classic baseline is preferred to a better LLM method, and an explicit one wins.
-    table = cp.leaderboard({"LLM": good, "Random": bad}, TRUTH, ks=(1,), n_boot=50)
+    table = leaderboard({"LLM": good, "Random": bad}, TRUTH, ks=(1,), n_boot=50)
     assert set(table["reference"]) == {"Random"}
-    table = cp.leaderboard({"LLM": good, "Random": bad}, TRUTH, ks=(1,), n_boot=50, reference="LLM")
+    table = leaderboard({"LLM": good, "Random": bad}, TRUTH, ks=(1,), n_boot=50, reference="LLM")
     assert set(table["reference"]) == {"LLM"}
 
 
@@ -96,9 +120,9 @@ def test_leaderboard_reference_choice() -> None:
 
 
 def test_gini() -> None:
-    assert cp.gini([3, 3, 3, 3]) == 0.0
-    assert cp.gini([0, 0, 0, 8]) == pytest.approx(3 / 4)
-    assert cp.gini([]) == 0.0 and cp.gini([0, 0]) == 0.0
+    assert gini([3, 3, 3, 3]) == 0.0
+    assert gini([0, 0, 0, 8]) == pytest.approx(3 / 4)
+    assert gini([]) == 0.0 and gini([0, 0]) == 0.0
 
 
 def test_popularity_bias_toy() -> None:
@@ -108,16 +132,16 @@ def test_popularity_bias_toy() -> None:
         "Pop": _frame({"u1": ["p", "q", "r"], "u2": ["p", "q", "r"]}),
         "Niche": _frame({"u1": ["r", "q", "p"], "u2": ["r", "p", "q"]}),
     }
-    table = cp.popularity_bias(frames, train, k=1, truth=truth).set_index("method")
+    table = popularity_bias(frames, train, k=1, truth=truth).set_index("method")
     assert table.loc["Ground truth", "avg_pop"] == 1.0  # (2 + 0) / 2
     assert table.loc["Pop", "avg_pop"] == 4.0
     assert table.loc["Pop", "pop_ratio"] == 4.0
     assert table.loc["Niche", "avg_pop"] == 0.0
     assert table.loc["Pop", "coverage"] == pytest.approx(1 / 3)
     assert table.loc["Ground truth", "coverage"] == pytest.approx(2 / 3)
-    assert table.loc["Pop", "gini"] == pytest.approx(cp.gini([2, 0, 0]))
-    assert table.loc["Ground truth", "gini"] == pytest.approx(cp.gini([0, 1, 1]))
-    two = cp.popularity_bias(frames, train, k=2).set_index("method")
+    assert table.loc["Pop", "gini"] == pytest.approx(gini([2, 0, 0]))
+    assert table.loc["Ground truth", "gini"] == pytest.approx(gini([0, 1, 1]))
+    two = popularity_bias(frames, train, k=2).set_index("method")
     assert "Ground truth" not in two.index and np.isnan(two.loc["Pop", "pop_ratio"])
     assert two.loc["Pop", "avg_pop"] == 3.0
 
@@ -145,40 +169,40 @@ def _first_shown_ranker(candidates: pd.DataFrame) -> pd.DataFrame:
 
 def test_reorder_candidates() -> None:
     candidates = _toy_candidates()
-    for order in cp.ORDERS:
-        shown = cp.reorder_candidates(candidates, order, seed=1)
+    for order in ORDERS:
+        shown = reorder_candidates(candidates, order, seed=1)
         merged = shown.merge(candidates, on=[USER, ITEM, LABEL], suffixes=("", "_given"))
         assert len(merged) == len(candidates)
         assert all(sorted(g) == list(range(6)) for _, g in shown.groupby(USER)[POSITION])
-    reversed_ = cp.reorder_candidates(candidates, "reversed")
+    reversed_ = reorder_candidates(candidates, "reversed")
     merged = reversed_.merge(candidates, on=[USER, ITEM], suffixes=("", "_given"))
     assert (merged[POSITION] == 5 - merged[f"{POSITION}_given"]).all()
     with pytest.raises(ValueError, match="order"):
-        cp.reorder_candidates(candidates, "sideways")  # type: ignore[arg-type]
+        reorder_candidates(candidates, "sideways")  # type: ignore[arg-type]
 
 
 def test_position_sensitivity_invariant_and_first_shown() -> None:
     candidates = _toy_candidates()
-    invariant = cp.position_sensitivity(_by_id_ranker, candidates, k=3).set_index("order")
+    invariant = position_sensitivity(_by_id_ranker, candidates, k=3).set_index("order")
     assert invariant["kendall_tau"].tolist() == pytest.approx([1.0, 1.0, 1.0])
     assert (invariant["overlap@3"] == 1.0).all()
     assert (invariant["top1_changed"] == 0.0).all()
-    assert list(invariant.index) == list(cp.ORDERS)
-    sensitive = cp.position_sensitivity(_first_shown_ranker, candidates, k=3).set_index("order")
+    assert list(invariant.index) == list(ORDERS)
+    sensitive = position_sensitivity(_first_shown_ranker, candidates, k=3).set_index("order")
     assert sensitive.loc["given", "kendall_tau"] == pytest.approx(1.0)
     assert sensitive.loc["reversed", "kendall_tau"] == pytest.approx(-1.0)
     assert sensitive.loc["reversed", "overlap@3"] == 0.0
     assert sensitive.loc["reversed", "top1_changed"] == 1.0
-    per_user = cp.position_sensitivity(
+    per_user = position_sensitivity(
         _first_shown_ranker, candidates, orders=("reversed",), per_user=True
     )
     assert len(per_user) == 3 and set(per_user["order"]) == {"reversed"}
 
 
-def _toy_protocol(n_users: int = 3) -> cp.Protocol:
+def _toy_protocol(n_users: int = 3) -> Protocol:
     candidates = _toy_candidates(n_users)
     users = sorted(candidates[USER].unique())
-    return cp.Protocol(None, None, users, candidates, seed=0, n_negatives=5)  # type: ignore[arg-type]
+    return Protocol(None, None, users, candidates, seed=0, n_negatives=5)  # type: ignore[arg-type]
 
 
 def test_for_users_keeps_only_their_candidates() -> None:
@@ -196,24 +220,24 @@ def test_shared_rankers_run_the_adapter_once_per_order_for_all_its_methods() -> 
     protocol = _toy_protocol()
     seen: list[list[str]] = []
 
-    def adapter(p: cp.Protocol) -> dict[str, cp.Ranking]:
+    def adapter(p: Protocol) -> dict[str, Ranking]:
         seen.append(p.candidates[ITEM].tolist())
         status = pd.DataFrame({USER: p.users, "status": "ok"})
         return {
-            name: cp.Ranking(name, ranker(p.candidates), status, RunLog(), 0.0)
+            name: Ranking(name, ranker(p.candidates), status, RunLog(), 0.0)
             for name, ranker in (("by id", _by_id_ranker), ("first shown", _first_shown_ranker))
         }
 
-    rankers = cp.shared_rankers(adapter, protocol, ["by id", "first shown"])
+    rankers = shared_rankers(adapter, protocol, ["by id", "first shown"])
     table = pd.concat(
-        [cp.position_sensitivity(rank, protocol.candidates, k=3).assign(method=name)
+        [position_sensitivity(rank, protocol.candidates, k=3).assign(method=name)
          for name, rank in rankers.items()]
     ).set_index(["method", "order"])  # fmt: skip
-    assert len(seen) == len(cp.ORDERS)  # one adapter run per order, shared by both methods
+    assert len(seen) == len(ORDERS)  # one adapter run per order, shared by both methods
     assert table.loc[("by id", "reversed"), "kendall_tau"] == pytest.approx(1.0)
     assert table.loc[("first shown", "reversed"), "kendall_tau"] == pytest.approx(-1.0)
     with pytest.raises(KeyError, match="not 'other'"):
-        cp.shared_rankers(adapter, protocol, ["other"])["other"](protocol.candidates)
+        shared_rankers(adapter, protocol, ["other"])["other"](protocol.candidates)
 
 
 def test_shared_rankers_in_context_rerun_only_the_probed_users_order() -> None:
@@ -221,15 +245,15 @@ def test_shared_rankers_in_context_rerun_only_the_probed_users_order() -> None:
     probe = protocol.for_users(protocol.users[:2])
     shown_to_adapter: list[pd.DataFrame] = []
 
-    def adapter(p: cp.Protocol) -> dict[str, cp.Ranking]:
+    def adapter(p: Protocol) -> dict[str, Ranking]:
         shown_to_adapter.append(p.candidates)
         status = pd.DataFrame({USER: p.users, "status": "ok"})
         frame = _first_shown_ranker(p.candidates)
-        return {"first shown": cp.Ranking("first shown", frame, status, RunLog(), 0.0)}
+        return {"first shown": Ranking("first shown", frame, status, RunLog(), 0.0)}
 
-    rank = cp.shared_rankers(adapter, probe, ["first shown"], context=protocol)["first shown"]
-    given = rank(cp.reorder_candidates(probe.candidates, "given"))
-    reversed_ = rank(cp.reorder_candidates(probe.candidates, "reversed"))
+    rank = shared_rankers(adapter, probe, ["first shown"], context=protocol)["first shown"]
+    given = rank(reorder_candidates(probe.candidates, "given"))
+    reversed_ = rank(reorder_candidates(probe.candidates, "reversed"))
     # the adapter saw every user of the context, the others always in their saved order
     saved, first, second = protocol.candidates, *shown_to_adapter
     assert first[[USER, ITEM]].equals(saved[[USER, ITEM]])  # "given" is the main run itself
@@ -247,7 +271,7 @@ def test_shared_rankers_in_context_rerun_only_the_probed_users_order() -> None:
         top_reversed = reversed_[(reversed_[USER] == user) & (reversed_[RANK] == 1)][ITEM].item()
         assert top_given != top_reversed
     with pytest.raises(ValueError, match="every user"):
-        cp.shared_rankers(adapter, protocol, ["first shown"], context=probe)
+        shared_rankers(adapter, protocol, ["first shown"], context=probe)
 
 
 # --------------------------------------------------------------------------- cost
@@ -255,7 +279,7 @@ def test_shared_rankers_in_context_rerun_only_the_probed_users_order() -> None:
 
 def test_cost_per_user_arithmetic() -> None:
     calls = _calls([("rank", True, 1000, 100, 1.5), ("rank", False, 500, 50, 0.5)])
-    table = cp.cost_per_user(
+    table = cost_per_user(
         {"LLM": calls, "Pop": RunLog().calls_frame()},
         n_users=2,
         price_model="gpt-4o-mini",
@@ -270,25 +294,25 @@ def test_cost_per_user_arithmetic() -> None:
     assert llm["usd_per_user"] == pytest.approx(usd / 2)
     assert llm["calls_per_user"] == 1.0 and llm["wall_s_per_user"] == 2.0
     assert table.loc["Pop", "calls"] == 0 and table.loc["Pop", "usd"] == 0.0
-    per_method = cp.cost_per_user({"LLM": calls}, n_users={"LLM": 4})
+    per_method = cost_per_user({"LLM": calls}, n_users={"LLM": 4})
     assert per_method["prompt_tokens_per_user"].iloc[0] == 375
     with pytest.raises(ValueError, match="price"):
-        cp.cost_per_user({"LLM": calls}, 2, price_model="no-such-model")
+        cost_per_user({"LLM": calls}, 2, price_model="no-such-model")
 
 
-def _measured(n_users: int, n_candidates: int) -> dict[str, cp.Ranking]:
+def _measured(n_users: int, n_candidates: int) -> dict[str, Ranking]:
     """Hand-made runs whose cost grows as users x candidates (no model involved)."""
     log = RunLog()
     log.calls.extend(
         _calls([("rank", True, 10 * n_candidates, 5, 0.1)] * n_users).to_dict("records")
     )
     status = pd.DataFrame({USER: [f"u{k}" for k in range(n_users)], "status": "complete"})
-    return {"LLM": cp.Ranking("LLM", pd.DataFrame(), status, log, 0.5 * n_users)}
+    return {"LLM": Ranking("LLM", pd.DataFrame(), status, log, 0.5 * n_users)}
 
 
 def test_cost_scaling_and_figure() -> None:
-    frame = cp.cost_scaling(_measured, [(2, 10), (4, 10), (4, 20)])
-    assert set(frame["quantity"]) == {*cp.COST_QUANTITIES, "usd"}
+    frame = cost_scaling(_measured, [(2, 10), (4, 10), (4, 20)])
+    assert set(frame["quantity"]) == {*COST_QUANTITIES, "usd"}
     tokens = frame[frame["quantity"] == "prompt_tokens"].set_index(["n_users", "n_candidates"])
     assert tokens.loc[(2, 10), "total"] == 200 and tokens.loc[(4, 10), "total"] == 400
     assert tokens.loc[(4, 20), "per_user"] == 200
@@ -299,11 +323,11 @@ def test_cost_scaling_and_figure() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = cp.scaling_figure(frame)
+    fig = scaling_figure(frame)
     assert len(fig.axes) == 4
     plt.close(fig)
     with pytest.raises(ValueError, match="none of"):
-        cp.scaling_figure(frame, quantities=("nothing",))
+        scaling_figure(frame, quantities=("nothing",))
 
 
 # --------------------------------------------------------------------------- frame builders
@@ -318,70 +342,70 @@ def test_afl_frame_proposal_first_then_tool_order() -> None:
         {USER: ["u1", "u1", "u2"], "round": [1, 2, 1], ITEM: ["c", "a", None],
          POSITION: [2, 0, None], LABEL: [0, 1, None]}
     )  # fmt: skip
-    single = cp.afl_frame(rounds, scored, limit=1)
+    single = afl_frame(rounds, scored, limit=1)
     order = single.sort_values([USER, RANK]).groupby(USER)[ITEM].agg(list)
     assert order["u1"] == ["c", "b", "d", "a"]  # proposal, then by score, unscored last
     assert order["u2"] == ["b", "d", "a", "c"]  # no usable proposal: the tool's order
-    loop = cp.afl_frame(rounds, scored, limit=2)
+    loop = afl_frame(rounds, scored, limit=2)
     assert loop.sort_values([USER, RANK]).groupby(USER)[ITEM].agg(list)["u1"][0] == "a"
-    cp.check_frame(single, scored)
+    check_frame(single, scored)
 
 
 def test_target_rank_frame() -> None:
     candidates = _candidates({"u1": ["a", "t", "b"], "u2": ["t", "c", "d"]}, {"u1": "t", "u2": "t"})
-    frame = cp.target_rank_frame(candidates, {"u1": 3, "u2": None}, seed=0)
-    cp.check_frame(frame, candidates)
+    frame = target_rank_frame(candidates, {"u1": 3, "u2": None}, seed=0)
+    check_frame(frame, candidates)
     order = frame.sort_values([USER, RANK]).groupby(USER)[ITEM].agg(list)
     assert order["u1"] == ["a", "b", "t"]
     assert "t" in order["u2"]
     with pytest.raises(ValueError, match="outside"):
-        cp.target_rank_frame(candidates, {"u1": 4, "u2": 1})
+        target_rank_frame(candidates, {"u1": 4, "u2": 1})
 
 
 def test_check_frame_rejects_missing_and_extra() -> None:
     candidates = _candidates({"u1": ["a", "t"]}, {"u1": "t"})
-    cp.check_frame(_frame({"u1": ["t", "a"]}), candidates)
+    check_frame(_frame({"u1": ["t", "a"]}), candidates)
     with pytest.raises(ValueError, match="does not cover"):
-        cp.check_frame(_frame({"u1": ["t", "z"]}), candidates)
+        check_frame(_frame({"u1": ["t", "z"]}), candidates)
     bad = _frame({"u1": ["t", "a"]}).assign(**{RANK: [1, 1]})
     with pytest.raises(ValueError, match="1..n"):
-        cp.check_frame(bad, candidates)
+        check_frame(bad, candidates)
 
 
 # --------------------------------------------------------------------------- protocol
 
 
 def test_shared_protocol_is_deterministic(tiny: Dataset, tmp_path: Path) -> None:
-    one = cp.shared_protocol(tiny, seed=3, n_users=6, cache_dir=tmp_path / "a")
-    two = cp.shared_protocol(tiny, seed=3, n_users=6, cache_dir=tmp_path / "b")
+    one = shared_protocol(tiny, seed=3, n_users=6, cache_dir=tmp_path / "a")
+    two = shared_protocol(tiny, seed=3, n_users=6, cache_dir=tmp_path / "b")
     pd.testing.assert_frame_equal(one.candidates, two.candidates)
     assert one.users == two.users and len(one.users) == 6
     sizes = one.candidates.groupby(USER).agg(n=(ITEM, "size"), positives=(LABEL, "sum"))
     assert (sizes["n"] == 20).all() and (sizes["positives"] == 1).all()
     targets = one.candidates[one.candidates[LABEL] == 1].set_index(USER)[ITEM].sort_index()
     assert targets.to_dict() == one.truth.set_index(USER)[ITEM].to_dict()
-    other = cp.shared_protocol(tiny, seed=4, n_users=6, cache_dir=tmp_path / "a")
+    other = shared_protocol(tiny, seed=4, n_users=6, cache_dir=tmp_path / "a")
     assert not (other.users == one.users and other.candidates.equals(one.candidates))
 
 
 def test_classic_adapters_cover_the_candidates(
     tiny: Dataset, tmp_path: Path, cache_dir: Path
 ) -> None:
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=8, cache_dir=tmp_path)
-    runs = [cp.run_baseline(protocol, name, cache_dir=cache_dir) for name in ("Random", "Pop")]
+    protocol = shared_protocol(tiny, seed=0, n_users=8, cache_dir=tmp_path)
+    runs = [run_baseline(protocol, name, cache_dir=cache_dir) for name in ("Random", "Pop")]
     for run in runs:
-        cp.check_frame(run.frame, protocol.candidates)
+        check_frame(run.frame, protocol.candidates)
         assert run.calls.empty and run.status_counts()["ok"] == 8 and run.wall_seconds >= 0
     # the note reads the same whether the weights were trained now or loaded (published pages)
-    again = cp.run_baseline(protocol, "Pop", cache_dir=cache_dir)
+    again = run_baseline(protocol, "Pop", cache_dir=cache_dir)
     assert runs[1].note == again.note == "no training epochs"
     with pytest.raises(ValueError, match="unknown baseline"):
-        cp.run_baseline(protocol, "ItemKNN")
+        run_baseline(protocol, "ItemKNN")
 
 
 def test_agentcf_subset_matches_the_split(tiny: Dataset, tmp_path: Path) -> None:
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=5, cache_dir=tmp_path)
-    subset = cp.agentcf_subset(protocol, n_targets=3)
+    protocol = shared_protocol(tiny, seed=0, n_users=5, cache_dir=tmp_path)
+    subset = shared_subset(protocol.dataset, protocol.truth, n_targets=3, seed=protocol.seed)
     assert subset.users == protocol.users
     assert (subset.windows.groupby(USER).size() == 6).all()
 
@@ -394,12 +418,14 @@ def _ranking(n: int) -> str:
 
 
 def test_llm_ranker_counts_unusable_replies(tiny: Dataset, tmp_path: Path) -> None:
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=4, cache_dir=tmp_path)
+    protocol = shared_protocol(tiny, seed=0, n_users=4, cache_dir=tmp_path)
     with ScriptedServer(default=reply("this is not JSON")) as server:
         server.script(reply(_ranking(20)))  # only the first user gets a usable ranking
         client = sequential_client(server.url, tmp_path / "llm")
-        run = cp.run_llm_ranker(protocol, client, history_len=5)
-    cp.check_frame(run.frame, protocol.candidates)
+        config = AgentCFConfig(zero_shot_history_len=5)
+        options = RunOptions(methods=("Zero-shot LLM",), client=client)
+        run = run_paper(protocol, "AgentCF", config, options)["Zero-shot LLM"]
+    check_frame(run.frame, protocol.candidates)
     assert run.status_counts()["complete"] == 1
     assert run.status_counts()["failed"] == 3  # counted, and still ranked
     first = protocol.users[0]
@@ -407,101 +433,73 @@ def test_llm_ranker_counts_unusable_replies(tiny: Dataset, tmp_path: Path) -> No
     ranked = run.frame[run.frame[USER] == first].sort_values(RANK)[ITEM].tolist()
     assert ranked == shown[::-1]
     assert len(run.calls) == 4 and (~run.calls["ok"]).sum() == 3
-    cost = cp.cost_per_user({run.method: run.calls}, len(protocol.users))
+    cost = cost_per_user({run.method: run.calls}, len(protocol.users))
     assert cost["failed"].iloc[0] == 3
 
 
 def test_agentcf_adapter_without_training_counts_failures(tiny: Dataset, tmp_path: Path) -> None:
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=3, cache_dir=tmp_path)
+    protocol = shared_protocol(tiny, seed=0, n_users=3, cache_dir=tmp_path)
     with ScriptedServer(default=reply('{"ranking": "first"}')) as server:
         client = sequential_client(server.url, tmp_path / "llm")
-        runs = cp.run_agentcf(protocol, variants=("B", "B+H"), train_steps=0, client=client)
+        options = RunOptions(methods=("AgentCF B", "AgentCF B+H"), client=client)
+        runs = run_paper(protocol, "AgentCF", AgentCFConfig(steps=0), options)
     assert set(runs) == {"AgentCF B", "AgentCF B+H"}
     for run in runs.values():
-        cp.check_frame(run.frame, protocol.candidates)
+        check_frame(run.frame, protocol.candidates)
         assert run.status_counts()["failed"] == 3
         assert len(run.calls) == 3 and run.note == "no training"
 
 
 def test_agentcf_adapter_training_calls_are_in_every_variant(tiny: Dataset, tmp_path: Path) -> None:
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=2, cache_dir=tmp_path)
+    protocol = shared_protocol(tiny, seed=0, n_users=2, cache_dir=tmp_path)
     with ScriptedServer(default=reply("garbage")) as server:
         client = sequential_client(server.url, tmp_path / "llm")
-        config = agentcf.AgentCFConfig(rounds=1)
-        runs = cp.run_agentcf(protocol, ("B",), train_steps=1, config=config, client=client)
+        config = AgentCFConfig(rounds=1, steps=1)
+        options = RunOptions(methods=("AgentCF B",), client=client)
+        runs = run_paper(protocol, "AgentCF", config, options)
     run = runs["AgentCF B"]
-    cp.check_frame(run.frame, protocol.candidates)
+    check_frame(run.frame, protocol.candidates)
     phases = run.calls["phase"].value_counts()
     assert phases["train"] == 2  # one forward choice per user, both unusable, no reflection
     assert phases["rank:B"] == 2 and not run.calls["ok"].any()
 
 
-def test_afl_adapter_counts_failed_proposals(tiny: Dataset, tmp_path: Path) -> None:
-    from recagents import baselines
-
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=3, cache_dir=tmp_path)
-    quick = baselines.TrainConfig(epochs=1, stopping_step=1)
-    tool = baselines.train_baseline(
-        "SASRec", protocol.split, quick, cache_dir=tmp_path / "models", progress=False
-    )
-    pick = json.dumps({"reason": "fits the history", "choice": 5})
-    reject = json.dumps({"decision": "no", "reason": "seen enough of these"})
-    bad = reply("no JSON here")  # unusable, and so is the client's one re-ask
-    with ScriptedServer(default=bad) as server:
-        # Single agent: user 1 proposes item 5, users 2-3 are unusable. Loop (limit 2): the
-        # same, then user 1 rejects and its round-2 proposal is unusable.
-        server.script(reply(pick), *[bad] * 4, reply(pick), *[bad] * 4, reply(reject))
-        client = sequential_client(server.url, tmp_path / "llm")
-        runs = cp.run_afl(protocol, tool, {"single": 1, "loop": 2}, afl.AFLConfig(), client)
-    first = protocol.users[0]
-    fifth = protocol.candidates[protocol.candidates[USER] == first][ITEM].iloc[4]
-    for name, run in runs.items():
-        cp.check_frame(run.frame, protocol.candidates)
-        assert run.status_counts()["failed"] == 2, name
-        top = run.frame[(run.frame[USER] == first) & (run.frame[RANK] == 1)][ITEM].item()
-        assert top == fifth, name  # a failed later round keeps the earlier proposal
-    assert len(runs["single"].calls) == 3
-    assert runs["loop"].calls["kind"].value_counts().to_dict() == {"rec": 4, "user": 1}
-    with pytest.raises(ValueError, match="n_candidates"):
-        cp.run_afl(protocol, tool, config=afl.AFLConfig(n_candidates=10), client=client)
-
-
 def test_interecagent_adapter_counts_failed_plans(tiny: Dataset, tmp_path: Path) -> None:
-    from recagents.papers.interecagent import InteRecConfig, build_context
+    from recagents.papers.interecagent.config import ExperimentConfig, InteRecConfig
 
-    protocol = cp.shared_protocol(tiny, seed=0, n_users=2, cache_dir=tmp_path)
-    ctx = build_context(tiny, protocol.split.history("test"))
-    config = InteRecConfig(demo_mode="fixed", reflection=False)
+    protocol = shared_protocol(tiny, seed=0, n_users=2, cache_dir=tmp_path)
+    config = ExperimentConfig(agent=InteRecConfig(demo_mode="fixed", reflection=False))
     ask = json.dumps({"message": "Something classic, please."})
     with ScriptedServer(default=reply("not a plan")) as server:
         server.script(reply(ask), reply(ask))  # the simulator's first messages
         client = sequential_client(server.url, tmp_path / "llm")
-        run = cp.run_interecagent(protocol, ctx, config, client)
-    cp.check_frame(run.frame, protocol.candidates)
+        options = RunOptions(client=client, training=QUICK)
+        run = run_paper(protocol, "InteRecAgent", config, options)["InteRecAgent"]
+    check_frame(run.frame, protocol.candidates)
     assert run.status_counts()["failed"] == 2
     assert len(run.calls) >= 4 and "simulator" in " ".join(run.calls["kind"].astype(str))
 
 
 def test_status_table() -> None:
     status = pd.DataFrame({USER: ["a", "b", "c", "d"], "status": ["complete", "failed"] * 2})
-    run = cp.Ranking("LLM", pd.DataFrame(), status, RunLog(), 1.0, note="n")
-    table = cp.status_table({"LLM": run}).set_index("method")
+    run = Ranking("LLM", pd.DataFrame(), status, RunLog(), 1.0, note="n")
+    table = status_table({"LLM": run}).set_index("method")
     assert table.loc["LLM", "failed"] == 2 and table.loc["LLM", "failed_share"] == 0.5
     assert table.loc["LLM", "ok"] == 0 and table.loc["LLM", "note"] == "n"
 
 
 def test_scaling_runner_builds_a_protocol_per_size(tiny: Dataset, tmp_path: Path) -> None:
-    def random(protocol: cp.Protocol) -> cp.Ranking:
-        return cp.run_baseline(protocol, "Random")
+    def random(protocol: Protocol) -> Ranking:
+        return run_baseline(protocol, "Random")
 
-    def both(protocol: cp.Protocol) -> dict[str, cp.Ranking]:
+    def both(protocol: Protocol) -> dict[str, Ranking]:
         return {"R1": random(protocol), "R2": random(protocol)}
 
-    measure = cp.scaling_runner(tiny, {"Random": random, "pair": both}, cache_dir=tmp_path)
+    measure = scaling_runner(tiny, {"Random": random, "pair": both}, cache_dir=tmp_path)
     runs = measure(3, 10)
     assert set(runs) == {"Random", "R1", "R2"}
     assert len(runs["Random"].frame) == 30
-    frame = cp.cost_scaling(measure, [(2, 5), (3, 10)])
+    frame = cost_scaling(measure, [(2, 5), (3, 10)])
     calls = frame[(frame["quantity"] == "calls") & (frame["method"] == "Random")]
     assert calls["total"].tolist() == [0.0, 0.0] and calls["n_users"].tolist() == [2, 3]
 
@@ -509,14 +507,14 @@ def test_scaling_runner_builds_a_protocol_per_size(tiny: Dataset, tmp_path: Path
 def test_scaling_runner_within_a_protocol_reuses_its_users_and_candidates(
     tiny: Dataset, tmp_path: Path
 ) -> None:
-    main = cp.shared_protocol(tiny, seed=3, n_users=4, n_negatives=9, cache_dir=tmp_path)
-    seen: list[cp.Protocol] = []
+    main = shared_protocol(tiny, seed=3, n_users=4, n_negatives=9, cache_dir=tmp_path)
+    seen: list[Protocol] = []
 
-    def record(protocol: cp.Protocol) -> cp.Ranking:
+    def record(protocol: Protocol) -> Ranking:
         seen.append(protocol)
-        return cp.run_baseline(protocol, "Random")
+        return run_baseline(protocol, "Random")
 
-    measure = cp.scaling_runner(tiny, {"Random": record}, seed=3, cache_dir=tmp_path, within=main)
+    measure = scaling_runner(tiny, {"Random": record}, seed=3, cache_dir=tmp_path, within=main)
     measure(2, 10)  # the main run's candidate count: its first two users, its saved lists
     assert seen[-1].users == main.users[:2]
     expected = main.candidates[main.candidates[USER].isin(main.users[:2])]

@@ -15,6 +15,7 @@ import ast
 import dataclasses
 import inspect
 import json
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -24,28 +25,23 @@ from scripted_server import ScriptedServer, reply, sequential_client
 
 from recagents import baselines
 from recagents.columns import USER
-from recagents.data import load_dataset
+from recagents.data import datasets, load_dataset
 from recagents.data.datasets import Dataset
 from recagents.llm.runlog import RunLog
-from recagents.papers.afl import AFLConfig
-from recagents.papers.afl import entry as afl_entry
-from recagents.papers.agent4rec import Agent4RecConfig
-from recagents.papers.agent4rec import entry as agent4rec_entry
-from recagents.papers.agentcf import AgentCFConfig
-from recagents.papers.agentcf import entry as agentcf_entry
-from recagents.papers.interecagent import InteRecConfig
-from recagents.papers.interecagent import entry as interecagent_entry
-from recagents.papers.rec4agentverse import Rec4AConfig
-from recagents.papers.rec4agentverse import entry as rec4agentverse_entry
-from recagents.protocol import METRIC_COLUMNS, PaperRun, RunOptions, metric_rows
+from recagents.papers import get, registry
+from recagents.papers.afl.config import AFLConfig
+from recagents.papers.agent4rec.config import Agent4RecConfig
+from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.interecagent.config import (
+    ExperimentConfig,
+    InteRecConfig,
+    SimulatorConfig,
+)
+from recagents.papers.rec4agentverse.config import Rec4AConfig
+from recagents.protocol import METRIC_COLUMNS, Paper, PaperRun, RankTask, RunOptions, metric_rows
 
-ENTRIES = {
-    "AgentCF": agentcf_entry,
-    "Agent4Rec": agent4rec_entry,
-    "AFL": afl_entry,
-    "InteRecAgent": interecagent_entry,
-    "Rec4Agentverse": rec4agentverse_entry,
-}
+ROOT = Path(__file__).resolve().parents[2]
+PAPERS = registry()
 QUICK = baselines.TrainConfig(epochs=1, stopping_step=1)
 
 
@@ -62,18 +58,40 @@ def _shape(function: object) -> list[tuple[str, inspect._ParameterKind]]:
     return [(p.name, p.kind) for p in inspect.signature(function).parameters.values()]
 
 
-def test_every_run_has_the_same_parameters() -> None:
+def test_the_registry_finds_every_paper_in_notebook_order() -> None:
+    assert list(PAPERS) == ["AgentCF", "Agent4Rec", "AFL", "InteRecAgent", "Rec4Agentverse"]
+    assert get("AFL") is PAPERS["AFL"]
+    with pytest.raises(KeyError, match="no paper 'X'; there are"):
+        get("X")
+
+
+@pytest.mark.parametrize("name", list(PAPERS))
+def test_every_paper_keeps_the_contract(name: str) -> None:
+    paper = PAPERS[name]
+    assert isinstance(paper, Paper) and paper.PAPER == name
+    assert (ROOT / "notebooks" / f"{paper.NOTEBOOK}.ipynb").is_file(), paper.NOTEBOOK
+    assert paper.METHODS and paper.TABLES and isinstance(paper.RANKERS, tuple)
+    # The notebook's profiles: the same three, with the same keys (pick_profile checks too).
+    assert set(paper.PROFILES) == {"smoke", "default", "paper"}, name
+    keys = {profile: set(sizes) for profile, sizes in paper.PROFILES.items()}
+    assert keys["smoke"] == keys["default"] == keys["paper"], name
     positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    expected = [("dataset", positional), ("config", positional), ("options", positional)]
-    for paper, module in ENTRIES.items():
-        assert _shape(module.run) == expected, paper
-        signature = inspect.signature(module.run)
-        assert signature.parameters["config"].default is None, paper
-        assert signature.parameters["options"].default is None, paper
-        assert signature.parameters["options"].annotation == "RunOptions | None", paper
-        assert signature.return_annotation == "PaperRun", paper
-        assert module.PAPER == paper and module.TABLES and module.METHODS
-        assert isinstance(module.DEFAULT_USERS, int) and module.DEFAULT_USERS > 0, paper
+    for function, first in ((paper.run, "dataset"), (paper.rank, "task")):
+        expected = [(first, positional), ("config", positional), ("options", positional)]
+        assert _shape(function) == expected, (name, function)
+        signature = inspect.signature(function)
+        assert signature.parameters["config"].default is None, name
+        assert signature.parameters["options"].annotation == "RunOptions | None", name
+    assert issubclass(typing.get_type_hints(paper.run)["return"], PaperRun), name
+    assert inspect.signature(paper.rank).return_annotation == "dict[str, Ranking]", name
+
+
+@pytest.mark.parametrize("name", [n for n, p in PAPERS.items() if not p.RANKERS])
+def test_a_paper_without_rankers_says_so(name: str, tiny: Dataset) -> None:
+    split = datasets.leave_one_out(tiny)
+    task = RankTask(tiny, split, pd.DataFrame())
+    with pytest.raises(NotImplementedError):
+        PAPERS[name].rank(task)
 
 
 def test_run_options_defaults_methods_and_log() -> None:
@@ -100,13 +118,6 @@ def test_run_options_defaults_methods_and_log() -> None:
     assert outer.problems == {"x": 1}
 
 
-def test_rankers_take_plain_shared_objects() -> None:
-    for module in (agentcf_entry, afl_entry, interecagent_entry):
-        names = list(inspect.signature(module.rank).parameters)
-        assert names[:4] == ["dataset", "split", "candidates", "config"], module.PAPER
-    assert not hasattr(agent4rec_entry, "rank") and not hasattr(rec4agentverse_entry, "rank")
-
-
 def test_metric_rows_and_paper_run_checks() -> None:
     summary = pd.DataFrame(
         {"method": ["A", "B"], "metric": ["ndcg@10"] * 2, "mean": [0.5, 0.25],
@@ -126,34 +137,12 @@ def test_metric_rows_and_paper_run_checks() -> None:
         PaperRun("X", None, {}, summary, RunLog(), 0.0)
 
 
-PACKAGE = Path(__file__).resolve().parents[2] / "recagents"
-
-
-def _paper_imports(path: Path) -> list[tuple[str, str]]:
-    """``(module, name)`` of every import of ``recagents.papers...`` in a source file."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("recagents.papers"):
-            found += [(node.module, alias.name) for alias in node.names]
-        elif isinstance(node, ast.Import):
-            found += [(a.name, "") for a in node.names if a.name.startswith("recagents.papers")]
-    return found
-
-
-def test_no_paper_imports_another_and_compare_uses_public_names_only() -> None:
-    for paper_dir in sorted((PACKAGE / "papers").iterdir()):
-        if not paper_dir.is_dir() or paper_dir.name.startswith("_"):
-            continue
-        for path in paper_dir.glob("*.py"):
-            for module, _ in _paper_imports(path):
-                parts = module.split(".")
-                assert len(parts) < 3 or parts[2] == paper_dir.name, (path, module)
-    for path in (PACKAGE / "compare").glob("*.py"):
-        for module, name in _paper_imports(path):
-            private = [p for p in [*module.split("."), name] if p.startswith("_")]
-            assert not private, (path, module, name)
-            # Only a paper's package or its entry module, never its other modules.
-            assert len(module.split(".")) <= 3 or module.endswith(".entry"), (path, module)
+def test_compare_reaches_the_papers_through_the_registry_only() -> None:
+    for path in (ROOT / "recagents" / "compare").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if (module or "").startswith("recagents.papers"):
+                assert module == "recagents.papers", (path, module)
 
 
 def _check(run: PaperRun, module: object, config: object) -> pd.DataFrame:
@@ -181,23 +170,29 @@ def _client(server: ScriptedServer, tmp_path: Path) -> object:
 
 
 def test_agentcf_run(tiny: Dataset, tmp_path: Path, cache_dir: Path) -> None:
-    config = AgentCFConfig(n_targets=3, steps=1, rounds=1, batch_size=3)
+    config = AgentCFConfig(
+        n_targets=3, steps=1, rounds=1, batch_size=3, subsets=("dense",), baselines=(),
+        full_data_baselines=(),
+    )  # fmt: skip
     outer = RunLog()
+    methods = ("AgentCF B", "AgentCF B+H")
     with ScriptedServer(default=reply("not JSON")) as server:
-        options = RunOptions(n_users=3, methods=("B", "B+H"), client=_client(server, tmp_path),
+        options = RunOptions(n_users=3, methods=methods, client=_client(server, tmp_path),
                              log=outer, n_boot=50)  # fmt: skip
-        run = agentcf_entry.run(tiny, config, options)
-    metrics = _check(run, agentcf_entry, config)
-    assert set(metrics.index) == {f"ndcg@{k}/AgentCF {v}" for k in (1, 5, 10) for v in ("B", "B+H")}
+        run = PAPERS["AgentCF"].run(tiny, config, options)
+    metrics = _check(run, PAPERS["AgentCF"], config)
+    named = (*methods, "Random")
+    assert set(metrics.index) == {f"ndcg@{k}/dense/{m}" for k in (1, 5, 10) for m in named}
     assert (metrics["n"] == 3).all()
     calls = run.log.calls_frame()
-    assert calls["phase"].value_counts().to_dict() == {"train": 3, "rank:B": 3, "rank:B+H": 3}
+    phases = {"train": 3, "rank AgentCF B": 3, "rank AgentCF B+H": 3}
+    assert calls["phase"].value_counts().to_dict() == phases
     assert len(outer.calls) == len(calls)  # the caller's log receives the same calls
-    assert set(run.table("rankings")["method"]) == {"AgentCF B", "AgentCF B+H"}
+    assert set(run.table("rankings")["method"]) == set(named)
     assert (run.table("parses")["status"] == "failed").all()  # unusable replies, counted
     assert len(run.table("candidates")) == 3 * 10
     with pytest.raises(ValueError, match="methods: unknown AgentCF"):
-        agentcf_entry.run(tiny, config, RunOptions(methods=("C",)))
+        PAPERS["AgentCF"].run(tiny, config, RunOptions(methods=("C",)))
 
 
 def test_afl_run(tiny: Dataset, tmp_path: Path, cache_dir: Path) -> None:
@@ -210,8 +205,8 @@ def test_afl_run(tiny: Dataset, tmp_path: Path, cache_dir: Path) -> None:
         server.script(reply(pick), *[reply("x")] * 4, reply(reject))
         options = RunOptions(n_users=3, client=_client(server, tmp_path), n_boot=50,
                              training=QUICK)  # fmt: skip
-        run = afl_entry.run(tiny, config, options)
-    metrics = _check(run, afl_entry, config)
+        run = PAPERS["AFL"].run(tiny, config, options)
+    metrics = _check(run, PAPERS["AFL"], config)
     names = ["HR@1/SASRec (tool alone)", "HR@1/Rec Agent", "HR@1/AFL"]
     assert list(metrics.index) == names and (metrics["n"] == 3).all()
     rounds = run.table("rounds")
@@ -224,16 +219,22 @@ def test_afl_run(tiny: Dataset, tmp_path: Path, cache_dir: Path) -> None:
 
 
 def test_interecagent_run(tiny: Dataset, tmp_path: Path, cache_dir: Path) -> None:
-    config = InteRecConfig(demo_mode="fixed", reflection=False)
+    config = ExperimentConfig(
+        agent=InteRecConfig(demo_mode="fixed", reflection=False), sim=SimulatorConfig(seed=2023),
+        max_turns=5, n_one_turn=2, n_negatives=9,
+    )  # fmt: skip
     ask = json.dumps({"message": "Something classic, please."})
     with ScriptedServer(default=reply("not a plan")) as server:
         server.script(reply(ask), reply(ask))
         options = RunOptions(n_users=2, methods=("InteRecAgent",),
                              client=_client(server, tmp_path), n_boot=50,
                              training=QUICK)  # fmt: skip
-        run = interecagent_entry.run(tiny, config, options)
-    metrics = _check(run, interecagent_entry, config)
+        run = PAPERS["InteRecAgent"].run(tiny, config, options)
+    metrics = _check(run, PAPERS["InteRecAgent"], config)
     expected = {f"{m}@5/InteRecAgent/{rule}" for m in ("Hit", "AT") for rule in ("id", "fuzzy")}
+    expected |= {
+        f"{m}/{x}" for m in ("Recall@5", "NDCG") for x in ("InteRecAgent", "Random", "Pop")
+    }
     assert set(metrics.index) == expected and (metrics["n"] == 2).all()
     assert metrics.loc["Hit@5/InteRecAgent/id", "value"] == 0.0  # no usable plan, no hit
     assert metrics.loc["AT@5/InteRecAgent/id", "value"] == 6.0  # a miss counts K + 1
@@ -244,8 +245,8 @@ def test_interecagent_run(tiny: Dataset, tmp_path: Path, cache_dir: Path) -> Non
 def test_rec4agentverse_run_without_a_model(ml100k: Dataset) -> None:
     config = Rec4AConfig(agent_mode="template", recommender="classic", max_turns=2)
     options = RunOptions(n_users=3, methods=("stage 1", "stage 2"), n_boot=50)
-    run = rec4agentverse_entry.run(ml100k, config, options)
-    metrics = _check(run, rec4agentverse_entry, config)
+    run = PAPERS["Rec4Agentverse"].run(ml100k, config, options)
+    metrics = _check(run, PAPERS["Rec4Agentverse"], config)
     assert run.log.calls == []  # template users and agents, classic recommender: no LLM
     sessions = run.table("sessions")
     assert sorted(sessions["stage"].unique()) == [1, 2] and len(sessions) == 2 * 3
@@ -259,8 +260,8 @@ def test_agent4rec_run(ml100k: Dataset, tmp_path: Path) -> None:
     with ScriptedServer(default=reply("not JSON")) as server:
         options = RunOptions(n_users=2, methods=("Random",), client=_client(server, tmp_path),
                              n_boot=50)  # fmt: skip
-        run = agent4rec_entry.run(ml100k, config, options)
-    metrics = _check(run, agent4rec_entry, config)
+        run = PAPERS["Agent4Rec"].run(ml100k, config, options)
+    metrics = _check(run, PAPERS["Agent4Rec"], config)
     assert {"p_view/Random", "satisfaction/Random"} <= set(metrics.index)
     assert metrics.loc["p_view/Random", "value"] == 0.0  # unusable pages: nothing watched
     assert metrics.loc["p_view/Random", "n"] == 2

@@ -23,19 +23,33 @@ import pandas as pd
 import pytest
 from scripted_server import ScriptedServer, reply, sequential_client, status
 
+from recagents.baselines import TrainConfig
 from recagents.data import load_dataset
-from recagents.data.datasets import leave_one_out
+from recagents.data.datasets import candidate_sets, leave_one_out
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.papers.interecagent import agent as A
+from recagents.papers.interecagent import entry
 from recagents.papers.interecagent import evaluate as E
-from recagents.papers.interecagent.tools import build_context, leaks
+from recagents.papers.interecagent.analysis import session_trace
+from recagents.papers.interecagent.config import (
+    APOLOGY,
+    ExperimentConfig,
+    InteRecConfig,
+    SimulatorConfig,
+)
+from recagents.papers.interecagent.conversations import conversation_metrics, run_sessions
+from recagents.papers.interecagent.scoring import leaks
+from recagents.papers.interecagent.session import AgentSession
+from recagents.papers.interecagent.simulator import make_sessions
+from recagents.papers.interecagent.toolbox import build_context
+from recagents.protocol import RankTask, RunOptions
 
 TINY_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 
 MAX_ATTEMPTS = 2
 MAX_REASKS = 1
-CONFIG = A.InteRecConfig(demo_mode="fixed", max_reflections=3)
+CONFIG = InteRecConfig(demo_mode="fixed", max_reflections=3)
 QUIET = dataclasses.replace(CONFIG, reflection=False)
 
 
@@ -75,7 +89,7 @@ def _turns(server, tmp_path, ctx, texts, config=CONFIG, **kwargs):
     """One run_turns call over fresh sessions; returns (results, calls frame, bodies)."""
     client = _client(server.url, tmp_path)
     assert client.local is False and client.default_concurrency == 1
-    sessions = [A.AgentSession.start(f"s{k}", ctx) for k in range(len(texts))]
+    sessions = [AgentSession.start(f"s{k}", ctx) for k in range(len(texts))]
     log = RunLog()
     started = time.perf_counter()
     results = A.run_turns(sessions, texts, config, client, log, **kwargs)
@@ -100,7 +114,7 @@ def test_an_invalid_plan_is_a_counted_failure_that_recommends_nothing(tmp_path, 
         results, calls, bodies, sessions = _turns(server, tmp_path, ctx, ["a", "b"], QUIET)
     assert len(bodies) == 2 and calls["kind"].tolist() == ["planner", "planner"]
     assert calls["ok"].all(), "the LLM reply was fine; the plan was not"
-    apology = A.APOLOGY.format(domain="movie")
+    apology = APOLOGY.format(domain="movie")
     for result, session in zip(results, sessions, strict=True):
         assert result.kind == "failed" and result.reply == apology
         assert result.recommended_ids == [] and result.plan is None
@@ -196,7 +210,7 @@ def test_transport_errors_end_the_turn_with_an_apology(tmp_path, data):
     assert calls["failure"].tolist() == ["transport", "transport"]
     assert http == 2 * MAX_ATTEMPTS
     assert all(r.kind == "failed" and r.plan_failures == 1 for r in results)
-    assert all(r.reply == A.APOLOGY.format(domain="movie") for r in results)
+    assert all(r.reply == APOLOGY.format(domain="movie") for r in results)
 
 
 # ------------------------------------------------------------------------------ ReAct
@@ -242,7 +256,7 @@ def test_llm_only_grounds_titles_and_counts_the_unmatched(tmp_path, data):
               "An American in Paris", "Zzyzx Qwerty"]  # fmt: skip
     with ScriptedServer(default=reply(json.dumps({"titles": titles}))) as server:
         client = _client(server.url, tmp_path)
-        sessions = [A.AgentSession.start("s", ctx)]
+        sessions = [AgentSession.start("s", ctx)]
         log = RunLog()
         (result,) = A.llm_only_turns(sessions, ["something"], CONFIG, client, log)
         body = server.chat_bodies()[0]
@@ -258,7 +272,7 @@ def test_llm_only_grounds_titles_and_counts_the_unmatched(tmp_path, data):
 
 def test_a_simulator_that_always_leaks_is_regenerated_five_times_then_counted(tmp_path, data):
     dataset, split, ctx = data
-    sessions = E.make_sessions(split, dataset, ["1", "2"], table=ctx.table)
+    sessions = make_sessions(split, dataset, ["1", "2"], table=ctx.table)
     first, second = sessions.sessions
     clean = "Hello."
     assert not leaks(clean, first.target_title) and not leaks(clean, second.target_title)
@@ -268,7 +282,7 @@ def test_a_simulator_that_always_leaks_is_regenerated_five_times_then_counted(tm
         server.script(*script)
         client = _client(server.url, tmp_path)
         log = RunLog()
-        run = E.run_sessions(sessions, ctx, QUIET, client, log, max_turns=1)
+        run = run_sessions(sessions, ctx, QUIET, client, log, max_turns=1)
         bodies = server.chat_bodies()
         assert server.pending() == 0
     sim_bodies = [b for b in bodies if "You play a user" in b["messages"][0]["content"]]
@@ -290,24 +304,24 @@ def test_a_simulator_that_always_leaks_is_regenerated_five_times_then_counted(tm
     assert (calls["kind"] == "simulator").sum() == 7 and (calls["kind"] == "planner").sum() == 2
     assert len(calls) == frame["calls"].sum() + frame["sim_calls"].sum()
 
-    dropping = E.SimulatorConfig(drop_leaking=True)
+    dropping = SimulatorConfig(drop_leaking=True)
     with ScriptedServer(default=status(400)) as server:
         server.script(*script[:-1])
-        run = E.run_sessions(sessions, ctx, QUIET, _client(server.url, tmp_path), RunLog(),
+        run = run_sessions(sessions, ctx, QUIET, _client(server.url, tmp_path), RunLog(),
                              max_turns=1, sim=dropping)  # fmt: skip
         assert server.pending() == 0, "the leaking conversation got no agent call"
     frame = run.sessions.set_index("user_id")
     assert frame.loc["1", "ended_by"] == "leak" and frame.loc["1", "dropped"]
     assert frame.loc["1", "calls"] == 0 and frame.loc["1", "turns"] == 0
-    metrics = E.conversation_metrics(run.sessions, n_boot=20)
+    metrics = conversation_metrics(run.sessions, n_boot=20)
     assert metrics["n"].tolist() == [1, 1] and metrics["dropped"].tolist() == [1, 1]
 
 
 def test_simulator_transport_errors_close_the_conversation(tmp_path, data):
     dataset, split, ctx = data
-    sessions = E.make_sessions(split, dataset, ["1"], table=ctx.table)
+    sessions = make_sessions(split, dataset, ["1"], table=ctx.table)
     with ScriptedServer(default=status(500)) as server:
-        run = E.run_sessions(sessions, ctx, QUIET, _client(server.url, tmp_path), RunLog())
+        run = run_sessions(sessions, ctx, QUIET, _client(server.url, tmp_path), RunLog())
         assert server.count() == MAX_ATTEMPTS
     assert run.sessions.loc[0, "ended_by"] == "simulator_failed"
     assert run.turns.empty and run.sessions.loc[0, "calls"] == 0
@@ -315,7 +329,7 @@ def test_simulator_transport_errors_close_the_conversation(tmp_path, data):
 
 def test_hits_by_id_and_fuzzy_close_a_conversation(tmp_path, data):
     dataset, split, ctx = data
-    sessions = E.make_sessions(split, dataset, ["1", "10"], table=ctx.table)
+    sessions = make_sessions(split, dataset, ["1", "10"], table=ctx.table)
     hit, miss = sessions.sessions
     assert ctx.table.match_title(hit.target_title).item_id == hit.target
     ask = _sim("Something classic, please.")
@@ -332,7 +346,7 @@ def test_hits_by_id_and_fuzzy_close_a_conversation(tmp_path, data):
             reply(ANSWER),
         )  # turn 2, the missing session only
         log = RunLog()
-        run = E.run_sessions(sessions, ctx, QUIET, _client(server.url, tmp_path), log,
+        run = run_sessions(sessions, ctx, QUIET, _client(server.url, tmp_path), log,
                              max_turns=2, keep_prompts=True)  # fmt: skip
         assert server.pending() == 0
     frame = run.sessions.set_index("user_id")
@@ -343,14 +357,14 @@ def test_hits_by_id_and_fuzzy_close_a_conversation(tmp_path, data):
     assert run.turns["turn"].tolist() == [1, 1, 2]
     assert run.turns.iloc[0]["recommended"] == [hit.target]
     assert len(log.calls) == frame["calls"].sum() + frame["sim_calls"].sum() == 6
-    metrics = E.conversation_metrics(run.sessions, max_turns=2, n_boot=20).set_index("rule")
+    metrics = conversation_metrics(run.sessions, max_turns=2, n_boot=20).set_index("rule")
     assert metrics.loc["id", "hit"] == 0.5 and metrics.loc["id", "at"] == (1 + 3) / 2
-    trace = E.session_trace(run, "1")
+    trace = session_trace(run, "1")
     assert "--- turn 1" in trace and "candidate_store(An American in Paris)" in trace
     assert "hit by id: YES; fuzzy hit: YES" in trace and "[planner prompt, shown once]" in trace
     assert "ended by hit" in trace
     with pytest.raises(KeyError):
-        E.session_trace(run, "nobody")
+        session_trace(run, "nobody")
 
 
 # ------------------------------------------------------------------------------ one turn
@@ -358,7 +372,8 @@ def test_hits_by_id_and_fuzzy_close_a_conversation(tmp_path, data):
 
 def test_one_turn_ranking_checks_and_repairs_rankings(tmp_path, data):
     dataset, split, ctx = data
-    sessions = E.make_sessions(split, dataset, ["1", "10"], table=ctx.table)
+    sessions = make_sessions(split, dataset, ["1", "10"], table=ctx.table)
+    candidates = candidate_sets(split, 9, seed=0, cache_dir=tmp_path)
     ask = _sim("Something classic, please.")
     by_popularity = _plan(("rank", {"schema": "popularity", "prefer": [], "unwanted": []}),
                           ("map_titles", 10))  # fmt: skip
@@ -366,9 +381,9 @@ def test_one_turn_ranking_checks_and_repairs_rankings(tmp_path, data):
     with ScriptedServer(default=status(400)) as server:
         server.script(reply(ask), reply(ask), reply(by_popularity), reply(by_popularity),
                       reply(duplicated), reply("nope"), reply("nope"))  # fmt: skip
-        frame = E.one_turn_ranking(sessions, ctx, QUIET, _client(server.url, tmp_path),
-                                   RunLog(), methods=("InteRecAgent", "LLM only", "Pop"),
-                                   n_negatives=9, cache_dir=tmp_path)  # fmt: skip
+        frame = E.one_turn_ranking(sessions, candidates, ctx, QUIET,
+                                   _client(server.url, tmp_path), RunLog(),
+                                   methods=("InteRecAgent", "LLM only", "Pop"))  # fmt: skip
         assert server.pending() == 0
     rows = frame.set_index(["method", "user_id"])
     for user in ("1", "10"):
@@ -379,3 +394,51 @@ def test_one_turn_ranking_checks_and_repairs_rankings(tmp_path, data):
     assert llm["status"] == "repaired" and llm["duplicates"] == 1 and llm["n_missing"] == 1
     failed = rows.loc[("LLM only", "10")]
     assert failed["status"] == "failed" and failed["ndcg"] == 0.0 and pd.isna(failed["rank"])
+
+
+# ------------------------------------------------------------------------------ entry points
+
+QUICK = TrainConfig(epochs=1, stopping_step=1)
+
+
+def test_entry_run_is_the_notebooks_experiment_in_one_call(tmp_path, data):
+    dataset, _, _ = data
+    config = ExperimentConfig(agent=QUIET, n_one_turn=2, n_negatives=9)
+    with ScriptedServer(default=reply(_sim("Something classic, please."))) as server:
+        options = RunOptions(profile="smoke", n_users=2, client=_client(server.url, tmp_path),
+                             n_boot=50, training=QUICK)  # fmt: skip
+        run = entry.run(dataset, config, options)
+    assert set(run.tables) == set(entry.TABLES) and run.config.max_turns == 2  # the profile's
+    assert run.config.agent is QUIET and run.config.sim == SimulatorConfig(seed=config.seed)
+    metrics = run.metrics.set_index("metric")
+    conversations = {f"{m}@2/{a}/{r}" for m in ("Hit", "AT") for a in entry.METHODS
+                     for r in ("id", "fuzzy")}  # fmt: skip
+    one_turn = {f"{m}/{a}" for m in ("Recall@5", "NDCG") for a in ("InteRecAgent",
+                "LLM only", "Random", "Pop")}  # fmt: skip
+    assert set(metrics.index) == conversations | one_turn and (metrics["n"] == 2).all()
+    assert metrics.loc["Hit@2/InteRecAgent/id", "value"] == 0.0  # no usable plan, no hit
+    assert metrics.loc["AT@2/InteRecAgent/id", "value"] == 3.0  # a miss counts K + 1
+    assert len(run.table("conversations")) == 2 * 2 and len(run.table("ranking")) == 2 * 4
+    assert "simulator" in set(run.log.calls_frame()["kind"])
+
+
+def test_entry_rank_orders_the_shared_candidates_and_counts_failed_plans(tmp_path, data):
+    dataset, _, _ = data
+    split = leave_one_out(dataset)
+    candidates = candidate_sets(split, 9, seed=0, cache_dir=tmp_path)
+    candidates = candidates[candidates["user_id"].isin(["1", "10"])].reset_index(drop=True)
+    task = RankTask(dataset, split, candidates, seed=0)
+    ask = _sim("Something classic, please.")
+    with ScriptedServer(default=reply("not a plan")) as server:
+        server.script(reply(ask), reply(ask))  # the simulator's first messages
+        options = RunOptions(client=_client(server.url, tmp_path), training=QUICK)
+        config = ExperimentConfig(agent=QUIET)
+        rankings = entry.rank(task, config, options)
+    ranking = rankings["InteRecAgent"]
+    assert list(rankings) == list(entry.RANKERS)
+    shown = ranking.frame.merge(candidates, on=["user_id", "item_id"], how="outer")
+    assert len(shown) == len(candidates) == 2 * 10 and shown["rank"].notna().all()
+    assert ranking.status_counts()["failed"] == 2, "no usable plan: the target placed at random"
+    assert "simulator" in set(ranking.calls["kind"].astype(str))
+    with pytest.raises(ValueError, match="unknown InteRecAgent method"):
+        entry.rank(task, config, RunOptions(methods=("LLM only",)))

@@ -22,11 +22,22 @@ from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.papers.interecagent import agent as A
 from recagents.papers.interecagent import analysis
-from recagents.papers.interecagent.tools import build_context, parse_rank_input
+from recagents.papers.interecagent.config import InteRecConfig
+from recagents.papers.interecagent.prompts import (
+    critic_messages,
+    merge_profile,
+    parse_profile_reply,
+    planner_messages,
+    profile_messages,
+    profile_schema,
+    react_messages,
+)
+from recagents.papers.interecagent.session import AgentSession, ProfileUpdate, TurnResult
+from recagents.papers.interecagent.toolbox import build_context, parse_rank_input
 
 TINY_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 
-MEMORY = A.InteRecConfig(demo_mode="fixed", reflection=False, profile_memory=True)
+MEMORY = InteRecConfig(demo_mode="fixed", reflection=False, profile_memory=True)
 NO_MEMORY = dataclasses.replace(MEMORY, profile_memory=False)
 EVERYTHING = 60  # map_titles count that shows every item of the tiny table
 
@@ -62,33 +73,33 @@ def _user_prompt(body) -> str:
 
 
 def test_profile_schema_and_parser():
-    schema = A.profile_schema(dataclasses.replace(MEMORY, profile_titles=3))
+    schema = profile_schema(dataclasses.replace(MEMORY, profile_titles=3))
     assert schema["required"] == ["likes", "dislikes"]
     assert schema["properties"]["likes"]["maxItems"] == 3
     assert schema["additionalProperties"] is False
-    assert A.parse_profile_reply({"likes": [" Fargo ", "", 3], "dislikes": []}) == (["Fargo"], [])
-    assert A.parse_profile_reply({"likes": ["Fargo"]}) is None, "a missing list is unusable"
-    assert A.parse_profile_reply({"likes": "Fargo", "dislikes": []}) is None
-    assert A.parse_profile_reply(["Fargo"]) is None
-    with pytest.raises(ValueError, match="profile_titles"):
-        A.InteRecConfig(profile_titles=0)
+    assert parse_profile_reply({"likes": [" Fargo ", "", 3], "dislikes": []}) == (["Fargo"], [])
+    assert parse_profile_reply({"likes": ["Fargo"]}) is None, "a missing list is unusable"
+    assert parse_profile_reply({"likes": "Fargo", "dislikes": []}) is None
+    assert parse_profile_reply(["Fargo"]) is None
+    with pytest.raises(ValueError, match=r"InteRecConfig.profile_titles=0 is out of range"):
+        InteRecConfig(profile_titles=0)
 
 
 def test_profile_prompt_shows_the_dialogue_the_profile_and_the_new_message():
     dialogue = [("user", "hi there"), ("agent", "Which genre do you like?")]
-    messages = A.profile_messages("I loved Fargo", dialogue, "KNOWN PROFILE LINE", MEMORY)
+    messages = profile_messages("I loved Fargo", dialogue, "KNOWN PROFILE LINE", MEMORY)
     system, user = messages[0]["content"], messages[1]["content"]
     assert "Only" in system and "titles the user names" in system
     assert "User: hi there" in user and "Assistant: Which genre" in user
     assert "KNOWN PROFILE LINE" in user
     assert user.rstrip().endswith("Your notes (JSON):")
     assert "The user's newest message: I loved Fargo" in user
-    first = A.profile_messages("I loved Fargo", (), None, MEMORY)[1]["content"]
+    first = profile_messages("I loved Fargo", (), None, MEMORY)[1]["content"]
     assert "nothing yet" in first and "KNOWN PROFILE LINE" not in first
 
 
 def test_update_profile_grounds_titles_and_the_latest_statement_wins(ctx):
-    session = A.AgentSession.start("u", ctx)
+    session = AgentSession.start("u", ctx)
     assert session.profile_text() is None
     update = session.update_profile(["The Usual Suspects", "No Such Film Ever"], ["Toy Story"])
     assert update.likes == ("001",) and update.dislikes == ("010",)
@@ -115,7 +126,7 @@ def test_merge_profile_adds_to_rank_only_and_never_twice():
         {"tool_name": "rank", "input": {"schema": "popularity", "prefer": ["Fargo (1996)"]}},
         {"tool_name": "map_titles", "input": 5},
     ]
-    merged = A.merge_profile(plan, ["fargo (1996)", "Heat (1995)"], ["Toy Story (1995)"])
+    merged = merge_profile(plan, ["fargo (1996)", "Heat (1995)"], ["Toy Story (1995)"])
     assert merged[0] == plan[0] and merged[2] == plan[2]
     assert merged[1]["input"] == {
         "schema": "popularity",
@@ -123,24 +134,22 @@ def test_merge_profile_adds_to_rank_only_and_never_twice():
         "unwanted": ["Toy Story (1995)"],
     }
     assert plan[1]["input"] == {"schema": "popularity", "prefer": ["Fargo (1996)"]}, "no mutation"
-    assert A.merge_profile(plan, [], []) == plan
+    assert merge_profile(plan, [], []) == plan
     broken = [{"tool_name": "rank", "input": {"schema": "loudness"}}]
-    assert A.merge_profile(broken, ["Heat"], []) == broken, "the executor reports it instead"
+    assert merge_profile(broken, ["Heat"], []) == broken, "the executor reports it instead"
     as_text = [{"tool_name": "rank", "input": "preference"}]
-    assert parse_rank_input(A.merge_profile(as_text, ["Heat"], [])[0]["input"])["prefer"] == [
-        "Heat"
-    ]
+    assert parse_rank_input(merge_profile(as_text, ["Heat"], [])[0]["input"])["prefer"] == ["Heat"]
 
 
 def test_planner_and_critic_prompts_show_the_profile_only_when_given(ctx):
     describe = ctx.table.describe()
     line = "What the user has said about their taste so far:\n- likes: Heat (1995)"
-    with_profile = A.planner_messages("more please", describe, MEMORY, profile=line)
+    with_profile = planner_messages("more please", describe, MEMORY, profile=line)
     assert line in with_profile[1]["content"]
-    assert "taste so far" not in A.planner_messages("more", describe, MEMORY)[1]["content"]
-    react = A.react_messages("more please", describe, MEMORY, profile=line)
+    assert "taste so far" not in planner_messages("more", describe, MEMORY)[1]["content"]
+    react = react_messages("more please", describe, MEMORY, profile=line)
     assert line in react[1]["content"]
-    critic = A.critic_messages("more please", "track", "reply", (), MEMORY, line)
+    critic = critic_messages("more please", "track", "reply", (), MEMORY, line)
     assert line in critic[1]["content"]
 
 
@@ -149,7 +158,7 @@ def test_planner_and_critic_prompts_show_the_profile_only_when_given(ctx):
 
 def _run(server, tmp_path, ctx, texts, config, sessions=None):
     client = _client(server.url, tmp_path)
-    sessions = sessions or [A.AgentSession.start(f"s{k}", ctx) for k in range(len(texts))]
+    sessions = sessions or [AgentSession.start(f"s{k}", ctx) for k in range(len(texts))]
     log = RunLog()
     results = A.run_turns(sessions, texts, config, client, log)
     return results, log.calls_frame(), server.chat_bodies(), sessions
@@ -168,7 +177,7 @@ def test_stated_likes_and_dislikes_reach_rank_and_the_recommendations(tmp_path, 
     assert calls["kind"].tolist() == ["profile", "planner"]
     assert "I loved The Usual Suspects" in _user_prompt(bodies[0])
     assert "does not want: Toy Story (1995)" in _user_prompt(bodies[1]), "the planner sees it"
-    assert result.profile_update == A.ProfileUpdate(("001",), ("010",), ())
+    assert result.profile_update == ProfileUpdate(("001",), ("010",), ())
     assert result.profile_failures == 0 and result.n_calls == 2
     rank_input = result.plan[0]["input"]
     assert rank_input["unwanted"] == ["Toy Story (1995)"] and len(rank_input["prefer"]) == 1
@@ -185,7 +194,7 @@ def test_the_profile_is_kept_across_turns(tmp_path, ctx):
     assert calls["kind"].tolist() == ["profile", "planner"]
     assert "does not want: Toy Story (1995)" in _user_prompt(bodies[2]), "extractor sees it"
     assert "does not want: Toy Story (1995)" in _user_prompt(bodies[3]), "planner sees it"
-    assert second.profile_update == A.ProfileUpdate()
+    assert second.profile_update == ProfileUpdate()
     assert "010" not in second.recommended_ids
 
 
@@ -216,12 +225,12 @@ def test_react_steps_get_the_profile_too(tmp_path, ctx):
 
 
 def test_the_trace_line_says_what_was_remembered(ctx):
-    session = A.AgentSession.start("u", ctx)
+    session = AgentSession.start("u", ctx)
     update = session.update_profile(["Toy Story", "Nothing Like It"], ["Hamlet (1948)"])
-    turn = A.TurnResult("u", "hi", "reply", "answer", profile_update=update)
+    turn = TurnResult("u", "hi", "reply", "answer", profile_update=update)
     line = analysis._profile_line(turn, ctx.table)
     assert line == (
         "+ likes Toy Story (1995), + does not want Hamlet (1948), not found: Nothing Like It"
     )
-    failed = A.TurnResult("u", "hi", "reply", "answer", profile_failures=1)
+    failed = TurnResult("u", "hi", "reply", "answer", profile_failures=1)
     assert "failed" in analysis._profile_line(failed, ctx.table)

@@ -21,30 +21,34 @@ import tracemalloc
 import pandas as pd
 import pytest
 
-from recagents.papers.interecagent import sqlguard, sqltext
-from recagents.papers.interecagent.sqlguard import (
+from recagents.papers.interecagent import sqltext
+from recagents.papers.interecagent.bus import CandidateBus
+from recagents.papers.interecagent.catalogue import ItemTable
+from recagents.papers.interecagent.config import OBSERVATION_CHARS
+from recagents.papers.interecagent.plans import (
+    ExecutionTrack,
+    PlanStep,
+    execute_plan,
+    execute_step,
+    validate_plan,
+)
+from recagents.papers.interecagent.sqllimits import (
     CELL_CHARS,
+    ERROR_CHARS,
     SQL_FUNCTIONS,
     SQL_HEAP_LIMIT_BYTES,
     SQL_LIMITS,
     SQL_MAX_CHARS,
+    SQL_MAX_ROWS,
     SQL_VALUE_MAX_BYTES,
-)
-from recagents.papers.interecagent.tools import (
-    OBSERVATION_CHARS,
-    CandidateBus,
-    ExecutionTrack,
-    ItemTable,
-    PlanStep,
-    ToolContext,
     ToolError,
+)
+from recagents.papers.interecagent.toolbox import (
+    ToolContext,
     candidate_store,
-    execute_plan,
-    execute_step,
     hard_filter,
     lookup,
     map_titles,
-    validate_plan,
 )
 
 MB = 2**20
@@ -249,7 +253,7 @@ def test_joins_that_return_few_rows_are_bounded_by_time_not_memory(sql):
 
 def test_lookup_keeps_a_bounded_number_of_rows(big_table):
     result = big_table.run_select("SELECT a.id, b.title FROM items a, items b", max_rows=None)
-    assert len(result.rows) == sqlguard.SQL_MAX_ROWS and result.trimmed
+    assert len(result.rows) == SQL_MAX_ROWS and result.trimmed
     assert any("more than 10000 rows" in note for note in result.notes)
 
 
@@ -262,7 +266,9 @@ def test_a_prepare_time_blowup_is_stopped_by_the_heap_cap(tmp_path):
         """
         import json, resource, sys, time
         import pandas as pd
-        from recagents.papers.interecagent.tools import CandidateBus, ItemTable, ToolContext, lookup
+        from recagents.papers.interecagent.bus import CandidateBus
+        from recagents.papers.interecagent.catalogue import ItemTable
+        from recagents.papers.interecagent.toolbox import ToolContext, lookup
         frame = pd.DataFrame({"id": [f"i{k}" for k in range(60)],
                               "title": [f"Film {k}" for k in range(60)]})
         table = ItemTable.from_frame(frame)
@@ -332,7 +338,7 @@ def test_a_program_too_large_to_compile_is_a_tool_error(ctx):
 def test_every_sqlite_limit_is_a_short_tool_error(ctx, sql, message):
     with pytest.raises(ToolError, match=message) as error:
         lookup(ctx, sql)
-    assert len(str(error.value)) <= sqlguard.ERROR_CHARS
+    assert len(str(error.value)) <= ERROR_CHARS
 
 
 # ------------------------------------------------------------------ probe 3: observation size

@@ -16,10 +16,12 @@ from recagents.data.datasets import leave_one_out
 from recagents.llm.client import ChatResult
 from recagents.papers.interecagent import agent as A
 from recagents.papers.interecagent import sqlguard
-from recagents.papers.interecagent.tools import build_context
+from recagents.papers.interecagent.config import APOLOGY, InteRecConfig
+from recagents.papers.interecagent.session import AgentSession, Attempt
+from recagents.papers.interecagent.toolbox import build_context
 
 TINY_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
-CONFIG = A.InteRecConfig(demo_mode="fixed")
+CONFIG = InteRecConfig(demo_mode="fixed")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def ctx():
 
 
 def _turn(ctx, keep: bool = False) -> A._Turn:
-    return A._Turn(A.AgentSession.start("s0", ctx), "something fun", [], keep, False)
+    return A._Turn(AgentSession.start("s0", ctx), "something fun", [], keep, False)
 
 
 def _ok(data) -> ChatResult:
@@ -53,7 +55,7 @@ def test_plan_attempt_answers_runs_or_fails(ctx):
 
 def test_react_step_runs_a_step_and_ends_at_map_titles(ctx):
     turn = _turn(ctx)
-    turn.restore_bus(False)
+    turn.restore_bus()
     run = A._ReactRun()
     step = {"thought": "t", "action": "lookup", "input": "SELECT title FROM items LIMIT 1"}
     assert A._react_step(turn, run, _ok(step), CONFIG) is True
@@ -70,7 +72,7 @@ def test_react_step_runs_a_step_and_ends_at_map_titles(ctx):
 
 def test_react_attempt_adds_map_titles_or_answers(ctx):
     turn = _turn(ctx)
-    turn.restore_bus(False)
+    turn.restore_bus()
     run = A._ReactRun()
     step = {"thought": "", "action": "hard_filter", "input": "SELECT id FROM items"}
     A._react_step(turn, run, _ok(step), CONFIG)
@@ -85,23 +87,23 @@ def test_react_attempt_adds_map_titles_or_answers(ctx):
 
 def test_triage_replans_failures_and_reviews_the_rest_within_the_budget(ctx):
     failed, answered, spent = _turn(ctx), _turn(ctx), _turn(ctx)
-    failed.attempts.append(A.Attempt("failed", problems=["step 1 (lookup): bad"]))
-    answered.attempts.append(A.Attempt("answer", reply="Hi"))
-    spent.attempts.append(A.Attempt("answer", reply="Hi"))
+    failed.attempts.append(Attempt("failed", problems=["step 1 (lookup): bad"]))
+    answered.attempts.append(Attempt("answer", reply="Hi"))
+    spent.attempts.append(Attempt("answer", reply="Hi"))
     spent.reflections = CONFIG.max_reflections
     rerun, review = A._triage([failed, answered, spent], CONFIG)
     assert rerun == [failed] and review == [answered]
     assert failed.reflections == 1 and failed.advice.startswith("Your last plan could not be run")
     transport = _turn(ctx)
-    transport.attempts.append(A.Attempt("failed", problems=["x"], llm_failure="timeout"))
+    transport.attempts.append(Attempt("failed", problems=["x"], llm_failure="timeout"))
     assert A._triage([transport], CONFIG) == ([], []), "an unusable reply is not re-planned"
 
 
 def test_finish_turn_apologises_for_a_failure_and_remembers_the_turn(ctx):
     turn = _turn(ctx)
-    turn.attempts.append(A.Attempt("failed", problems=["x"]))
+    turn.attempts.append(Attempt("failed", problems=["x"]))
     result = A._finish_turn(turn, CONFIG)
-    assert result.reply == A.APOLOGY.format(domain=CONFIG.domain) and result.recommended_ids == []
+    assert result.reply == APOLOGY.format(domain=CONFIG.domain) and result.recommended_ids == []
     assert turn.session.turns == [result] and turn.session.dialogue
 
 

@@ -1,4 +1,4 @@
-"""Tests for recagents.papers.interecagent.tools: item table, safe SQL, the bus, tools and plans.
+"""Tests of InteRecAgent's tool side: item table, safe SQL, the bus, tools and plans.
 
 No language model is involved anywhere. Tables are built from the tiny fixture (popularity
 from the leave-one-out history) or by hand, so every expected value is either counted from
@@ -21,37 +21,39 @@ from recagents.baselines import Baseline, TrainConfig, train_baseline
 from recagents.columns import ITEM, RATING, TIMESTAMP, USER
 from recagents.data import load_dataset
 from recagents.data.datasets import Split, leave_one_out
-from recagents.papers.interecagent.tools import (
-    COLUMNS,
+from recagents.papers.interecagent.bus import BusEvent, CandidateBus
+from recagents.papers.interecagent.catalogue import ItemTable
+from recagents.papers.interecagent.config import TOOL_NAMES
+from recagents.papers.interecagent.itemcf import ItemCF
+from recagents.papers.interecagent.plans import (
     PLAN_OBJECT_SCHEMA,
     PLAN_SCHEMA,
-    TOOL_NAMES,
-    BusEvent,
-    CandidateBus,
-    ItemCF,
-    ItemTable,
     PlanError,
-    ToolContext,
-    ToolError,
-    build_context,
-    candidate_store,
     execute_plan,
+    parse_plan,
+    validate_plan,
+)
+from recagents.papers.interecagent.scoring import (
     fuzzy_hit,
-    hard_filter,
     hit_at_k_and_at,
     hit_by_id,
     leaks,
-    lookup,
-    map_titles,
-    parse_plan,
-    parse_rank_input,
     popular_recommend,
     random_recommend,
-    rank,
     ranking_ndcg,
     recall_at_k,
+)
+from recagents.papers.interecagent.sqllimits import COLUMNS, ToolError
+from recagents.papers.interecagent.toolbox import (
+    ToolContext,
+    build_context,
+    candidate_store,
+    hard_filter,
+    lookup,
+    map_titles,
+    parse_rank_input,
+    rank,
     soft_filter,
-    validate_plan,
 )
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"

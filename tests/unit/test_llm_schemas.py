@@ -23,7 +23,8 @@ def test_verdict_schema_reason_first_then_yes_or_no():
 
 
 def test_verdict_schema_is_afls_decision_schema():
-    from recagents.papers.afl import AFLConfig, decision_schema
+    from recagents.papers.afl.config import AFLConfig
+    from recagents.papers.afl.prompts import decision_schema
 
     assert decision_schema(AFLConfig(reason_chars=77)) == {
         "type": "object",

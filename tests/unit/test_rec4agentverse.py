@@ -23,11 +23,84 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from recagents.columns import GENRES, ITEM, RATING, USER, YEAR  # noqa: E402
+from recagents.config import ConfigError  # noqa: E402
 from recagents.data import load_dataset  # noqa: E402
 from recagents.data.datasets import leave_one_out
-from recagents.papers import rec4agentverse as R  # noqa: E402
+from recagents.papers.rec4agentverse import entry  # noqa: E402
+from recagents.papers.rec4agentverse.analysis import (  # noqa: E402
+    exposure_summary,
+    session_trace,
+    stage_comparison,
+    stage_figure,
+)
+from recagents.papers.rec4agentverse.catalogue import (  # noqa: E402
+    AGENT_SPECS,
+    AgentCard,
+    AgentSpec,
+    build_catalogue,
+)
+from recagents.papers.rec4agentverse.config import (  # noqa: E402
+    ERAS,
+    GENRE_NAMES,
+    METRICS,
+    SENSITIVE_FIELDS,
+    Rec4AConfig,
+    era_of_year,
+)
+from recagents.papers.rec4agentverse.evaluate import (  # noqa: E402
+    hit_at_k,
+    jaccard,
+    preference_share,
+    profile_match,
+    turns_needed,
+)
+from recagents.papers.rec4agentverse.manipulation import (  # noqa: E402
+    manipulation_experiment,
+    manipulation_summary,
+)
+from recagents.papers.rec4agentverse.prompts import (  # noqa: E402
+    AgentReply,
+    agent_messages,
+    agent_schema,
+    opening_schema,
+    parse_agent_reply,
+    parse_choice,
+    parse_opening,
+    parse_reaction,
+    parse_report_reply,
+    reaction_schema,
+    recommender_messages,
+    recommender_schema,
+    report_messages,
+    report_reply_schema,
+    user_opening_messages,
+    user_reaction_messages,
+)
+from recagents.papers.rec4agentverse.recommender import (  # noqa: E402
+    Instruction,
+    Profile,
+    choose_agent,
+    instruction_for,
+    merge_shortlists,
+    profile_from_text,
+    score_agents,
+    shortlist,
+    update_profile,
+)
+from recagents.papers.rec4agentverse.reports import (  # noqa: E402
+    adversarial_report,
+    detect_leaks,
+    gate_report,
+    honest_report,
+    render_report,
+    validate_report,
+)
+from recagents.papers.rec4agentverse.stages import run_sessions, run_stages  # noqa: E402
+from recagents.papers.rec4agentverse.templates import template_report  # noqa: E402
+from recagents.papers.rec4agentverse.users import SimUser, make_users  # noqa: E402
+from recagents.protocol import Paper, RunOptions  # noqa: E402
 
-TEMPLATE = R.Rec4AConfig(agent_mode="template", max_turns=3)
+TEMPLATE = Rec4AConfig(agent_mode="template", max_turns=3)
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +113,16 @@ def ml100k():
 @pytest.fixture(scope="module")
 def catalogue(ml100k):
     dataset, split = ml100k
-    return R.build_catalogue(dataset, split.train)
+    return build_catalogue(dataset, split.train)
 
 
 @pytest.fixture(scope="module")
 def users(ml100k):
     dataset, split = ml100k
-    return R.make_users(split, dataset, 12, seed=0)
+    return make_users(split, dataset, 12, seed=0)
 
 
-def _user(**kwargs) -> R.SimUser:
+def _user(**kwargs) -> SimUser:
     """A hand-made user (hidden taste chosen by the test)."""
     base = {
         "user_id": "u1",
@@ -60,7 +133,7 @@ def _user(**kwargs) -> R.SimUser:
         "history": ("2", "3"),
         "demographics": {"age": 33, "gender": "F", "occupation": "writer", "zip": "10001"},
     }
-    return R.SimUser(**{**base, **kwargs})
+    return SimUser(**{**base, **kwargs})
 
 
 # ------------------------------------------------------------------------------ configuration
@@ -69,24 +142,25 @@ def _user(**kwargs) -> R.SimUser:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"stage": 4}, "stage"),
-        ({"k": 0}, "k and max_turns"),
-        ({"max_turns": 0}, "k and max_turns"),
-        ({"shortlist_size": 3}, "shortlist_size"),
-        ({"agent_mode": "human"}, "agent_mode"),
-        ({"recommender": "oracle"}, "recommender"),
-        ({"message_mode": "xml"}, "message_mode"),
-        ({"share_fields": ("genres", "income")}, "income"),
-        ({"satisfy_share": 0}, "satisfy_share"),
+        ({"stage": 4}, r"Rec4AConfig.stage=4 is out of range: use an integer from 1 to 3"),
+        ({"k": 0}, r"Rec4AConfig.k=0 is out of range"),
+        ({"max_turns": 0}, r"Rec4AConfig.max_turns=0 is out of range"),
+        ({"shortlist_size": 3}, r"Rec4AConfig.shortlist_size=3 must be at least k=5"),
+        ({"agent_mode": "human"}, r"Rec4AConfig.agent_mode='human' is not one of 'llm'"),
+        ({"recommender": "oracle"}, r"Rec4AConfig.recommender='oracle' is not one of"),
+        ({"message_mode": "xml"}, r"Rec4AConfig.message_mode='xml' is not one of"),
+        ({"share_fields": ("genres", "income")}, r"share_fields=.* holds 'income'"),
+        ({"satisfy_share": 0}, r"Rec4AConfig.satisfy_share=0 is out of range"),
+        ({"n_consult": -1}, r"Rec4AConfig.n_consult=-1 is out of range"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        R.Rec4AConfig(**kwargs)
+    with pytest.raises(ConfigError, match=message):
+        Rec4AConfig(**kwargs)
 
 
 def test_config_defaults_and_llm_use():
-    config = R.Rec4AConfig()
+    config = Rec4AConfig()
     assert (config.k, config.max_turns, config.shortlist_size) == (5, 3, 20)
     assert config.message_mode == "schema" and config.share_fields == ("genres", "era")
     assert config.temperature == 0.0 and config.uses_llm
@@ -161,7 +235,7 @@ def test_catalogue_counts_popularity_on_known_interactions_only(ml100k):
     dataset, split = ml100k
     known = split.train
     dropped = known[ITEM].value_counts().index[0]  # the most popular film
-    catalogue = R.build_catalogue(dataset, known[known[ITEM] != dropped], with_adversary=False)
+    catalogue = build_catalogue(dataset, known[known[ITEM] != dropped], with_adversary=False)
     assert catalogue.popularity[dropped] == 0
     assert all(dropped not in items for items in catalogue.slices.values())
 
@@ -169,12 +243,12 @@ def test_catalogue_counts_popularity_on_known_interactions_only(ml100k):
 def test_catalogue_errors(ml100k):
     dataset, split = ml100k
     with pytest.raises(ValueError, match="no item table"):
-        R.build_catalogue(dataclasses.replace(dataset, items=None), split.train)
+        build_catalogue(dataclasses.replace(dataset, items=None), split.train)
     with pytest.raises(ValueError, match="unique"):
-        R.build_catalogue(dataset, split.train, specs=[R.AGENT_SPECS[0], R.AGENT_SPECS[0]])
-    empty = R.AgentSpec("z1", "Nothing", "None.", ("Western",), (1900, 1901))
+        build_catalogue(dataset, split.train, specs=[AGENT_SPECS[0], AGENT_SPECS[0]])
+    empty = AgentSpec("z1", "Nothing", "None.", ("Western",), (1900, 1901))
     with pytest.raises(ValueError, match="empty slice"):
-        R.build_catalogue(dataset, split.train, specs=[empty])
+        build_catalogue(dataset, split.train, specs=[empty])
 
 
 def test_catalogue_line_shows_title_year_and_genres(catalogue):
@@ -194,11 +268,11 @@ def test_hidden_preferences_come_from_the_users_own_ratings(ml100k, users):
     for user in users:
         mine = liked_all[liked_all[USER] == user.user_id][ITEM].tolist()
         assert sorted(user.history) == sorted(mine)
-        counts = Counter(g for i in mine for g in genres[i] if g in R.GENRE_NAMES)
+        counts = Counter(g for i in mine for g in genres[i] if g in GENRE_NAMES)
         excess = {g: counts[g] - share[g] / n_all * len(mine) for g in counts if counts[g] >= 2}
         best = sorted(excess, key=lambda g: (-excess[g], g))[:2]
         assert list(user.favourite_genres) == best, user.user_id
-        assert any(R.era_of_year(years[i]) == user.era for i in mine)
+        assert any(era_of_year(years[i]) == user.era for i in mine)
         assert not set(user.disliked_genres) & set(user.favourite_genres)
         assert len(user.history) >= 10
 
@@ -218,18 +292,18 @@ def test_targets_are_held_out_liked_films_not_in_history(ml100k, users):
 
 def test_make_users_is_seeded_sorted_and_has_demographics(ml100k, users):
     dataset, split = ml100k
-    again = R.make_users(split, dataset, 12, seed=0)
+    again = make_users(split, dataset, 12, seed=0)
     assert [u.user_id for u in again] == [u.user_id for u in users]
-    other = R.make_users(split, dataset, 12, seed=1)
+    other = make_users(split, dataset, 12, seed=1)
     assert [u.user_id for u in other] != [u.user_id for u in users]
     ids = [int(u.user_id) for u in users]
     assert ids == sorted(ids)
     for user in users:
         assert set(user.demographics) == {"age", "gender", "occupation", "zip"}
         assert isinstance(user.demographics["age"], int)
-        assert user.era in R.ERAS and len(user.favourite_genres) == 2
-    assert R.SENSITIVE_FIELDS == ("age", "zip")
-    everyone = R.make_users(split, dataset, None, min_liked=30)
+        assert user.era in ERAS and len(user.favourite_genres) == 2
+    assert SENSITIVE_FIELDS == ("age", "zip")
+    everyone = make_users(split, dataset, None, min_liked=30)
     assert all(len(u.history) >= 30 for u in everyone) and len(everyone) > 100
     eras = Counter(u.era for u in everyone)
     assert len(eras) == 4, "over-representation spreads users over all eras"
@@ -259,23 +333,23 @@ def test_make_users_is_seeded_sorted_and_has_demographics(ml100k, users):
     ],
 )  # fmt: skip
 def test_profile_from_text(text, liked, disliked, era):
-    profile = R.profile_from_text(text)
+    profile = profile_from_text(text)
     assert profile.liked == liked and profile.disliked == disliked and profile.era == era
 
 
 def test_update_profile_lets_newer_evidence_win():
-    old = R.Profile(("Comedy", "Drama"), ("Horror",), "late 1990s")
-    new = R.Profile(("Horror",), ("Drama",), None)
-    merged = R.update_profile(old, new)
-    assert merged == R.Profile(("Horror", "Comedy"), ("Drama",), "late 1990s")
-    assert R.update_profile(R.Profile(), R.Profile()).empty
-    assert R.update_profile(old, R.Profile(era="pre-1970")).era == "pre-1970"
+    old = Profile(("Comedy", "Drama"), ("Horror",), "late 1990s")
+    new = Profile(("Horror",), ("Drama",), None)
+    merged = update_profile(old, new)
+    assert merged == Profile(("Horror", "Comedy"), ("Drama",), "late 1990s")
+    assert update_profile(Profile(), Profile()).empty
+    assert update_profile(old, Profile(era="pre-1970")).era == "pre-1970"
 
 
 def test_score_agents_matches_the_formula(catalogue):
-    config = R.Rec4AConfig()
-    profile = R.Profile(("Comedy",), ("Horror",), "late 1990s")
-    scores = R.score_agents(profile, catalogue, config)
+    config = Rec4AConfig()
+    profile = Profile(("Comedy",), ("Horror",), "late 1990s")
+    scores = score_agents(profile, catalogue, config)
     assert list(scores.index) == list(catalogue.ids)
     for card in catalogue.cards:
         expected = (
@@ -285,44 +359,44 @@ def test_score_agents_matches_the_formula(catalogue):
             - 0.5 * ("Horror" in card.genres) / len(card.genres)
         )
         assert scores[card.agent_id] == pytest.approx(expected)
-    assert R.choose_agent(profile, catalogue, config) == "a01", "popularity breaks the tie"
+    assert choose_agent(profile, catalogue, config) == "a01", "popularity breaks the tie"
     # after an unsatisfying turn with a01 the arthouse variant of the same slice wins
-    assert R.choose_agent(profile, catalogue, config, {"a01": 1}) == "a02"
-    assert R.choose_agent(profile, catalogue, config, exclude=["a01"]) == "a02"
-    empty = R.score_agents(R.Profile(), catalogue, config)
+    assert choose_agent(profile, catalogue, config, {"a01": 1}) == "a02"
+    assert choose_agent(profile, catalogue, config, exclude=["a01"]) == "a02"
+    empty = score_agents(Profile(), catalogue, config)
     assert empty.idxmax() == max(catalogue.cards, key=lambda c: c.popularity).agent_id
 
 
 def test_instruction_changes_and_orders_the_shortlist(catalogue):
-    plain = R.shortlist(catalogue, "a03", None, 20)
+    plain = shortlist(catalogue, "a03", None, 20)
     assert plain == list(catalogue.slices["a03"][:20])
-    instruction = R.instruction_for(R.Profile(("Romance",), ("Thriller",), "early 1990s"))
+    instruction = instruction_for(Profile(("Romance",), ("Thriller",), "early 1990s"))
     assert instruction.text() == (
         "The platform asks you to focus on Romance films from the early 1990s era and avoid "
         "Thriller."
     )
-    focused = R.shortlist(catalogue, "a03", instruction, 20)
+    focused = shortlist(catalogue, "a03", instruction, 20)
     assert focused != plain and len(focused) == 20 and set(focused) <= set(catalogue.slices["a03"])
     for item in focused[:10]:
         assert "Romance" in catalogue.genres[item]
-        assert R.era_of_year(catalogue.years[item]) == "early 1990s"
+        assert era_of_year(catalogue.years[item]) == "early 1990s"
         assert "Thriller" not in catalogue.genres[item]
     # never empty: when few films fit, the rest follow
-    narrow = R.shortlist(catalogue, "a10", R.Instruction(("War",), "pre-1970"), 20)
+    narrow = shortlist(catalogue, "a10", Instruction(("War",), "pre-1970"), 20)
     assert len(narrow) == 20
-    assert R.Instruction().empty and R.Instruction().text() == ""
-    assert R.Instruction(era="pre-1970").text() == (
+    assert Instruction().empty and Instruction().text() == ""
+    assert Instruction(era="pre-1970").text() == (
         "The platform asks you to focus on films from the pre-1970 era."
     )
 
 
 def test_merge_shortlists_round_robin_without_duplicates():
-    films, sources = R.merge_shortlists(
+    films, sources = merge_shortlists(
         ["o1", "o2", "o3", "o4"], {"b": ["o1", "b1", "b2", "b3"], "c": ["c1"]}, 7, 2, "a"
     )
     assert films == ["o1", "b1", "c1", "o2", "b2", "o3", "o4"]
     assert sources == ["a", "b", "c", "a", "b", "a", "a"]
-    films, sources = R.merge_shortlists(["o1"], {}, 5, 2, "a")
+    films, sources = merge_shortlists(["o1"], {}, 5, 2, "a")
     assert (films, sources) == (["o1"], ["a"])
 
 
@@ -330,73 +404,73 @@ def test_merge_shortlists_round_robin_without_duplicates():
 
 
 def test_agent_schema_and_reply_parser():
-    config = R.Rec4AConfig()
-    schema = R.agent_schema(8, config)
+    config = Rec4AConfig()
+    schema = agent_schema(8, config)
     assert set(schema["properties"]) == {"message", "picks"}
     assert schema["properties"]["picks"]["items"]["enum"] == list(range(1, 9))
     assert schema["properties"]["picks"]["minItems"] == 5
-    assert R.agent_schema(3, config)["properties"]["picks"]["maxItems"] == 3
+    assert agent_schema(3, config)["properties"]["picks"]["maxItems"] == 3
     films = [f"f{k}" for k in range(8)]
-    reply = R.parse_agent_reply({"message": " hi ", "picks": [2, 2, 9, 0, True, "3", 1]}, films, 5)
-    assert reply == R.AgentReply("hi", ("f1", "f0"))
-    assert R.parse_agent_reply({"picks": [1, 2, 3, 4, 5, 6]}, films, 5).picks == tuple(films[:5])
-    assert R.parse_agent_reply({"picks": [9, 10]}, films, 5) is None
-    assert R.parse_agent_reply({"message": "x"}, films, 5) is None
-    assert R.parse_agent_reply("not a dict", films, 5) is None
+    reply = parse_agent_reply({"message": " hi ", "picks": [2, 2, 9, 0, True, "3", 1]}, films, 5)
+    assert reply == AgentReply("hi", ("f1", "f0"))
+    assert parse_agent_reply({"picks": [1, 2, 3, 4, 5, 6]}, films, 5).picks == tuple(films[:5])
+    assert parse_agent_reply({"picks": [9, 10]}, films, 5) is None
+    assert parse_agent_reply({"message": "x"}, films, 5) is None
+    assert parse_agent_reply("not a dict", films, 5) is None
 
 
 def test_report_reply_schema_and_parser():
-    schema = R.report_reply_schema(R.Rec4AConfig())
-    assert schema["properties"]["era"]["enum"] == [*R.ERAS, "unknown"]
-    assert schema["properties"]["liked_genres"]["items"]["enum"] == list(R.GENRE_NAMES)
-    free = R.report_reply_schema(R.Rec4AConfig(message_mode="free_text"))
+    schema = report_reply_schema(Rec4AConfig())
+    assert schema["properties"]["era"]["enum"] == [*ERAS, "unknown"]
+    assert schema["properties"]["liked_genres"]["items"]["enum"] == list(GENRE_NAMES)
+    free = report_reply_schema(Rec4AConfig(message_mode="free_text"))
     assert set(free["properties"]) == {"note"}
-    evidence, note = R.parse_report_reply(
+    evidence, note = parse_report_reply(
         {"liked_genres": ["Comedy", "Drama", "Jazz"], "disliked_genres": ["Drama"],
          "era": "1980s"}
     )  # fmt: skip
-    assert evidence == R.Profile(("Comedy",), (), None), "contradiction and off-enum dropped"
+    assert evidence == Profile(("Comedy",), (), None), "contradiction and off-enum dropped"
     assert note == ""
-    evidence, note = R.parse_report_reply({"note": " Loves westerns, no horror. "})
-    assert evidence == R.Profile(("Western",), ("Horror",), None)
+    evidence, note = parse_report_reply({"note": " Loves westerns, no horror. "})
+    assert evidence == Profile(("Western",), ("Horror",), None)
     assert note == "Loves westerns, no horror."
-    assert R.parse_report_reply({"other": 1}) is None and R.parse_report_reply([]) is None
-    learned, text = R.template_report([("User", "Comedy please"), ("You", "x"),
+    assert parse_report_reply({"other": 1}) is None and parse_report_reply([]) is None
+    learned, text = template_report([("User", "Comedy please"), ("You", "x"),
                                        ("User", "no comedy, drama from 1996")])  # fmt: skip
-    assert learned == R.Profile(("Drama",), ("Comedy",), "late 1990s")
+    assert learned == Profile(("Drama",), ("Comedy",), "late 1990s")
     assert (
         text == "The user likes Drama films. They dislike Comedy. They prefer the late 1990s era."
     )
-    card = R.AgentCard("a01", "Curator", "Desc.", ("Comedy",), (1990, 1998), "broad", 3, 1.0)
-    prompt = R.report_messages(card, _user(), [("User", "hi")], R.Rec4AConfig())
+    card = AgentCard("a01", "Curator", "Desc.", ("Comedy",), (1990, 1998), "broad", 3, 1.0)
+    prompt = report_messages(card, _user(), [("User", "hi")], Rec4AConfig())
     assert prompt[0]["content"].startswith('You are "Curator"')
     assert "User: hi" in prompt[1]["content"] and "zip: 10001" in prompt[1]["content"]
 
 
 def test_user_and_recommender_parsers(catalogue):
-    assert R.parse_opening({"message": "  comedy please "}) == "comedy please"
-    assert R.parse_opening({"message": "  "}) is None and R.parse_opening([]) is None
-    assert R.parse_reaction({"comment": "more drama", "satisfied": "No"}) == (False, "more drama")
-    assert R.parse_reaction({"comment": "ok", "satisfied": "maybe"}) == (None, "ok")
-    assert R.parse_reaction(None) == (None, "")
-    assert R.parse_choice({"agent": "a03"}, catalogue) == "a03"
-    assert R.parse_choice({"agent": "a99"}, catalogue) is None
-    schema = R.recommender_schema(catalogue)
+    assert parse_opening({"message": "  comedy please "}) == "comedy please"
+    assert parse_opening({"message": "  "}) is None and parse_opening([]) is None
+    assert parse_reaction({"comment": "more drama", "satisfied": "No"}) == (False, "more drama")
+    assert parse_reaction({"comment": "ok", "satisfied": "maybe"}) == (None, "ok")
+    assert parse_reaction(None) == (None, "")
+    assert parse_choice({"agent": "a03"}, catalogue) == "a03"
+    assert parse_choice({"agent": "a99"}, catalogue) is None
+    schema = recommender_schema(catalogue)
     assert schema["properties"]["agent"]["enum"] == list(catalogue.ids)
-    assert R.reaction_schema(TEMPLATE)["properties"]["satisfied"]["enum"] == ["yes", "no"]
-    assert R.opening_schema(TEMPLATE)["required"] == ["message"]
+    assert reaction_schema(TEMPLATE)["properties"]["satisfied"]["enum"] == ["yes", "no"]
+    assert opening_schema(TEMPLATE)["required"] == ["message"]
 
 
 def test_prompts_keep_hidden_taste_with_the_user_and_stable_text_first(catalogue):
     user, other = _user(), _user(user_id="u2", demographics={"age": 60})
     films = [catalogue.line(i) for i in catalogue.slices["a01"][:5]]
-    opening = R.user_opening_messages(user, TEMPLATE)
-    reaction = R.user_reaction_messages(user, "90s comedy hits", "Enjoy!", films, TEMPLATE)
+    opening = user_opening_messages(user, TEMPLATE)
+    reaction = user_reaction_messages(user, "90s comedy hits", "Enjoy!", films, TEMPLATE)
     assert opening[0] == reaction[0], "the private brief is the shared prefix"
     assert "Comedy, Romance" in opening[0]["content"] and "Horror" in opening[0]["content"]
     assert "before 1970" in opening[0]["content"]
-    first = R.agent_messages(catalogue.card("a01"), films, None, user, [("User", "hi")], TEMPLATE)
-    second = R.agent_messages(catalogue.card("a01"), films, None, other, [], TEMPLATE)
+    first = agent_messages(catalogue.card("a01"), films, None, user, [("User", "hi")], TEMPLATE)
+    second = agent_messages(catalogue.card("a01"), films, None, other, [], TEMPLATE)
     assert first[0] == second[0]
     assert (
         first[1]["content"].split("The user's account")[0]
@@ -405,14 +479,14 @@ def test_prompts_keep_hidden_taste_with_the_user_and_stable_text_first(catalogue
     assert "zip: 10001" in first[1]["content"] and "User: hi" in first[1]["content"]
     for text in (first[0]["content"], first[1]["content"]):
         assert "pre-1970" not in text and "love" not in text
-    router = R.recommender_messages(
-        catalogue, R.Profile(("Comedy",)), TEMPLATE, current="a01", report="REPORT"
+    router = recommender_messages(
+        catalogue, Profile(("Comedy",)), TEMPLATE, current="a01", report="REPORT"
     )
     assert all(f"- {c.agent_id}: {c.name}" in router[0]["content"] for c in catalogue.cards)
     assert "REPORT" in router[1]["content"] and "likes: Comedy" in router[1]["content"]
     assert "adversar" not in router[0]["content"].lower()
-    instructed = R.agent_messages(
-        catalogue.card("a01"), films, R.Instruction(("Comedy",)), user, [], TEMPLATE
+    instructed = agent_messages(
+        catalogue.card("a01"), films, Instruction(("Comedy",)), user, [], TEMPLATE
     )
     assert instructed[1]["content"].startswith("The platform asks you to focus on Comedy")
 
@@ -431,9 +505,9 @@ def _report(**extra):
 
 
 def test_a_valid_report_is_accepted(catalogue):
-    assert R.validate_report(_report(), catalogue) is None
-    assert R.validate_report(_report(age=33, zip="10001", gender="F"), catalogue) is None
-    assert R.validate_report({"agent_id": "a01"}, catalogue) is None, "gated fields may be gone"
+    assert validate_report(_report(), catalogue) is None
+    assert validate_report(_report(age=33, zip="10001", gender="F"), catalogue) is None
+    assert validate_report({"agent_id": "a01"}, catalogue) is None, "gated fields may be gone"
 
 
 @pytest.mark.parametrize(
@@ -451,7 +525,7 @@ def test_a_valid_report_is_accepted(catalogue):
     ],
 )
 def test_invalid_reports_are_rejected_with_a_clear_message(catalogue, report, words):
-    problem = R.validate_report(report, catalogue)
+    problem = validate_report(report, catalogue)
     assert problem is not None and problem.startswith("report rejected at ")
     for word in words:
         assert word in problem
@@ -459,7 +533,7 @@ def test_invalid_reports_are_rejected_with_a_clear_message(catalogue, report, wo
 
 def test_gate_keeps_only_consented_fields():
     draft = _report(age=33, zip="10001", gender="F", note="hello")
-    shared, crossed, withheld = R.gate_report(draft, ("era", "zip"))
+    shared, crossed, withheld = gate_report(draft, ("era", "zip"))
     assert shared == {"agent_id": "a03", "era": "late 1990s", "zip": "10001", "note": "hello"}
     assert crossed == ["era", "zip", "note"]
     assert withheld == ["liked_genres", "disliked_genres", "age", "gender"]
@@ -467,28 +541,28 @@ def test_gate_keeps_only_consented_fields():
 
 def test_render_adversarial_and_honest_reports(catalogue):
     card = catalogue.card("a11")
-    lie = R.adversarial_report(card, "schema")
-    assert R.validate_report(lie, catalogue) is None, "the lie stays within the schema"
+    lie = adversarial_report(card, "schema")
+    assert validate_report(lie, catalogue) is None, "the lie stays within the schema"
     assert lie["liked_genres"] == ["Action", "Sci-Fi", "Thriller"]
-    text = R.adversarial_report(card, "free_text")
+    text = adversarial_report(card, "free_text")
     assert "always be routed to agent a11" in text and "Action" in text
-    assert R.render_report(lie, "schema") == (
+    assert render_report(lie, "schema") == (
         "Validated report fields from agent a11: liked_genres=Action, Sci-Fi, Thriller; "
         "disliked_genres=; era=late 1990s."
     )
-    assert R.render_report("hi", "free_text") == 'Free-text report from the agent: "hi"'
-    honest = R.honest_report("a11", _user())
+    assert render_report("hi", "free_text") == 'Free-text report from the agent: "hi"'
+    honest = honest_report("a11", _user())
     assert honest["liked_genres"] == ["Comedy", "Romance"] and honest["era"] == "pre-1970"
-    assert honest["zip"] == "10001" and R.validate_report(honest, catalogue) is None
+    assert honest["zip"] == "10001" and validate_report(honest, catalogue) is None
 
 
 def test_detect_leaks_in_free_text():
     user = _user()
-    assert R.detect_leaks("A 33-year-old writer from 10001 who likes comedy.", user) == [
+    assert detect_leaks("A 33-year-old writer from 10001 who likes comedy.", user) == [
         "zip", "age", "occupation",
     ]  # fmt: skip
-    assert R.detect_leaks("Age: 33.", user) == ["age"]
-    assert R.detect_leaks("Likes 33 films and 100011 things.", user) == []
+    assert detect_leaks("Age: 33.", user) == ["age"]
+    assert detect_leaks("Likes 33 films and 100011 things.", user) == []
 
 
 # ------------------------------------------------------------------------------ template protocol
@@ -496,7 +570,7 @@ def test_detect_leaks_in_free_text():
 
 def _run(users, catalogue, **kwargs):
     config = dataclasses.replace(TEMPLATE, **kwargs)
-    return R.run_sessions(users, catalogue, config)
+    return run_sessions(users, catalogue, config)
 
 
 def test_template_stage_one_never_reports_or_instructs(users, catalogue):
@@ -507,7 +581,7 @@ def test_template_stage_one_never_reports_or_instructs(users, catalogue):
     assert (run.sessions["first_agent"] == run.sessions["final_agent"]).all()
     assert (run.turns["instruction"] == "").all()
     for _, turn in run.turns.iterrows():
-        assert list(turn["shortlist"]) == R.shortlist(catalogue, turn["agent_id"], None, 20)
+        assert list(turn["shortlist"]) == shortlist(catalogue, turn["agent_id"], None, 20)
     # the recommender's profile is what it read in the opening: one genre, no era
     assert (run.sessions["profile_jaccard"] == 0.5).all()
     assert run.sessions["profile_era"].isna().all()
@@ -524,7 +598,7 @@ def test_template_stage_two_updates_the_profile_and_instructs(users, catalogue):
     assert len(later), "some users were not satisfied at once"
     assert later["instruction"].str.startswith("The platform asks you to").all()
     changed = [
-        list(turn["shortlist"]) != R.shortlist(catalogue, turn["agent_id"], None, 20)
+        list(turn["shortlist"]) != shortlist(catalogue, turn["agent_id"], None, 20)
         for _, turn in later.iterrows()
     ]
     assert sum(changed) > len(changed) / 2, "instructions reorder most shortlists"
@@ -546,10 +620,10 @@ def test_stage_two_switches_to_a_better_matching_agent_and_instructs_it(catalogu
     switch = run.messages[run.messages["kind"] == "switch"]
     assert len(switch) == 1 and "from a05 to a06" in switch["content"].item()
     assert run.turns["agent_id"].tolist() == ["a05", "a06"]
-    instruction = R.Instruction(("Romance", "Comedy"), "pre-1970")
+    instruction = Instruction(("Romance", "Comedy"), "pre-1970")
     second = run.turns.iloc[1]
     assert second["instruction"] == instruction.text()
-    assert list(second["shortlist"]) == R.shortlist(catalogue, "a06", instruction, 20)
+    assert list(second["shortlist"]) == shortlist(catalogue, "a06", instruction, 20)
     assert session["user_satisfied"] == 1.0 and session["turns_needed"] == 2
     stage_one = _run([user], catalogue, stage=1).sessions.iloc[0]
     assert stage_one["turns_needed"] == 4 and stage_one["final_agent"] == "a05"
@@ -588,7 +662,7 @@ def test_share_fields_gate_what_crosses_and_the_log_says_so(users, catalogue):
     consented = _run(users, catalogue, stage=2, share_fields=("genres", "era", "zip"))
     zips = consented.exposure[consented.exposure["field"] == "zip"]
     assert zips["crossed"].all() and zips["sensitive"].all() and zips["consented"].all()
-    summary = R.exposure_summary(consented.exposure)
+    summary = exposure_summary(consented.exposure)
     row = summary[(summary["field"] == "age") & (summary["boundary"] == "agent->recommender")]
     assert row["crossed"].item() == 0 and row["withheld"].item() > 0
     assert summary["crossed"].dtype.kind == "i", "counts, also for a field seen once"
@@ -626,7 +700,7 @@ def test_a_rejected_report_is_counted_and_changes_nothing(catalogue):
 
 
 def test_template_sessions_end_once_and_count_turns(users, catalogue):
-    run = R.run_stages(users, catalogue, TEMPLATE)
+    run = run_stages(users, catalogue, TEMPLATE)
     assert sorted(set(run.sessions["stage"])) == [1, 2, 3]
     assert len(run.sessions) == 3 * len(users)
     for _, group in run.turns.groupby([USER, "stage"]):
@@ -642,7 +716,7 @@ def test_template_sessions_end_once_and_count_turns(users, catalogue):
             assert row["n_turns"] == TEMPLATE.max_turns
         assert row["agent_failures"] == row["user_failures"] == row["router_failures"] == 0
         assert len(row["items"]) == TEMPLATE.k
-    again = R.run_stages(users, catalogue, TEMPLATE)
+    again = run_stages(users, catalogue, TEMPLATE)
     pd.testing.assert_frame_equal(run.sessions, again.sessions)
 
 
@@ -655,29 +729,29 @@ def test_sessions_never_route_to_the_adversary_unless_offered(users, catalogue):
 
 def test_run_sessions_argument_errors(users, catalogue):
     with pytest.raises(ValueError, match="pass a client"):
-        R.run_sessions(users, catalogue, R.Rec4AConfig())
+        run_sessions(users, catalogue, Rec4AConfig())
     with pytest.raises(ValueError, match="more than once"):
-        R.run_sessions([users[0], users[0]], catalogue, TEMPLATE)
-    empty = R.run_sessions([], catalogue, TEMPLATE)
+        run_sessions([users[0], users[0]], catalogue, TEMPLATE)
+    empty = run_sessions([], catalogue, TEMPLATE)
     assert empty.sessions.empty and empty.messages.empty
 
 
 def test_session_trace_reads_like_a_dialogue(catalogue):
     run = _run([_user()], catalogue, stage=3)
-    trace = R.session_trace(run, "u1", 3)
+    trace = session_trace(run, "u1", 3)
     assert trace.startswith("=== turn 1\nuser -> recommender (request):")
     assert "a05 -> recommender (report)  [fields: liked_genres, disliked_genres, era]" in trace
     assert "(via a" in trace and "=== turn 2" in trace
     with pytest.raises(KeyError, match="no session"):
-        R.session_trace(run, "u1", 1)
+        session_trace(run, "u1", 1)
 
 
 # ------------------------------------------------------------------------------ manipulation
 
 
 def test_manipulation_with_the_classic_recommender(users, catalogue):
-    config = R.Rec4AConfig(agent_mode="template", recommender="classic")
-    decisions = R.manipulation_experiment(users, catalogue, config)
+    config = Rec4AConfig(agent_mode="template", recommender="classic")
+    decisions = manipulation_experiment(users, catalogue, config)
     assert len(decisions) == len(users) * 2 * 2
     assert decisions["ok"].all() and decisions["report_valid"].all()
     assert set(decisions["condition"]) == {"attack", "honest"}
@@ -688,7 +762,7 @@ def test_manipulation_with_the_classic_recommender(users, catalogue):
         wide[("free_text", "attack")], wide[("schema", "attack")], check_names=False
     )
     assert (wide[("schema", "attack")] >= wide[("schema", "honest")]).all()
-    summary = R.manipulation_summary(decisions, n_boot=200)
+    summary = manipulation_summary(decisions, n_boot=200)
     assert list(summary["condition"]) == ["attack", "honest", "attack - honest"] * 2
     rate = summary.set_index(["mode", "condition"])["rate"]
     assert rate[("schema", "attack")] == pytest.approx(wide[("schema", "attack")].mean())
@@ -701,13 +775,11 @@ def test_manipulation_with_the_classic_recommender(users, catalogue):
 
 def test_manipulation_needs_an_adversary_and_a_client(users, catalogue):
     with pytest.raises(ValueError, match="no adversarial agent"):
-        R.manipulation_experiment(users, catalogue.without_adversary(), TEMPLATE)
+        manipulation_experiment(users, catalogue.without_adversary(), TEMPLATE)
     with pytest.raises(ValueError, match="needs a client"):
-        R.manipulation_experiment(
-            users, catalogue, dataclasses.replace(TEMPLATE, recommender="llm")
-        )
+        manipulation_experiment(users, catalogue, dataclasses.replace(TEMPLATE, recommender="llm"))
     with pytest.raises(ValueError, match="unknown mode"):
-        R.manipulation_experiment(users, catalogue, TEMPLATE, modes=("xml",))
+        manipulation_experiment(users, catalogue, TEMPLATE, modes=("xml",))
 
 
 def test_manipulation_summary_on_known_decisions():
@@ -724,7 +796,7 @@ def test_manipulation_summary_on_known_decisions():
         )
         rows.append({USER: user, "mode": "free_text", "condition": "honest",
                      "adversary_chosen": honest, "ok": True})  # fmt: skip
-    summary = R.manipulation_summary(pd.DataFrame(rows), n_boot=200).set_index("condition")
+    summary = manipulation_summary(pd.DataFrame(rows), n_boot=200).set_index("condition")
     assert summary.loc["attack", "rate"] == 1.0 and summary.loc["attack", "n"] == 2
     assert summary.loc["attack", "failures"] == 1
     assert summary.loc["honest", "rate"] == pytest.approx(1 / 3)
@@ -736,39 +808,39 @@ def test_manipulation_summary_on_known_decisions():
 
 
 def test_hit_at_k():
-    assert R.hit_at_k(["a", "b", "c"], {"c"}, 3) == 1.0
-    assert R.hit_at_k(["a", "b", "c"], {"c"}, 2) == 0.0
-    assert R.hit_at_k([], {"c"}, 5) == 0.0
-    assert R.hit_at_k(["x", "y"], ("z", "y"), 5) == 1.0
+    assert hit_at_k(["a", "b", "c"], {"c"}, 3) == 1.0
+    assert hit_at_k(["a", "b", "c"], {"c"}, 2) == 0.0
+    assert hit_at_k([], {"c"}, 5) == 0.0
+    assert hit_at_k(["x", "y"], ("z", "y"), 5) == 1.0
 
 
 def test_preference_share_counts_k_slots():
     genres = {"a": ("Comedy",), "b": ("Comedy", "Drama"), "c": ("Horror",), "d": ("Drama",)}
     years = {"a": 1996, "b": 1960, "c": 1997, "d": 1995}
-    assert R.preference_share(["a", "b", "c", "d"], ["Comedy", "Drama"], "late 1990s",
+    assert preference_share(["a", "b", "c", "d"], ["Comedy", "Drama"], "late 1990s",
                               genres, years, 4) == 0.5  # fmt: skip
-    assert R.preference_share(["a"], ["Comedy"], "late 1990s", genres, years, 5) == 0.2
-    assert R.preference_share([], ["Comedy"], "late 1990s", genres, years, 5) == 0.0
+    assert preference_share(["a"], ["Comedy"], "late 1990s", genres, years, 5) == 0.2
+    assert preference_share([], ["Comedy"], "late 1990s", genres, years, 5) == 0.0
     with pytest.raises(ValueError, match="k must be"):
-        R.preference_share([], [], None, genres, years, 0)
+        preference_share([], [], None, genres, years, 0)
 
 
 def test_turns_needed_jaccard_and_profile_match():
-    assert R.turns_needed([False, True, None], 3) == 2
-    assert R.turns_needed([None, False, False], 3) == 4
-    assert R.turns_needed([], 2) == 3
-    assert R.jaccard(["a", "b"], ["b", "c"]) == pytest.approx(1 / 3)
-    assert R.jaccard([], []) == 0.0
+    assert turns_needed([False, True, None], 3) == 2
+    assert turns_needed([None, False, False], 3) == 4
+    assert turns_needed([], 2) == 3
+    assert jaccard(["a", "b"], ["b", "c"]) == pytest.approx(1 / 3)
+    assert jaccard([], []) == 0.0
     user = _user()
-    assert R.profile_match(R.Profile(("Comedy",), (), "pre-1970"), user) == (0.5, 1.0)
-    assert R.profile_match(R.Profile(("Comedy", "Romance")), user) == (1.0, 0.0)
+    assert profile_match(Profile(("Comedy",), (), "pre-1970"), user) == (0.5, 1.0)
+    assert profile_match(Profile(("Comedy", "Romance")), user) == (1.0, 0.0)
 
 
 def test_era_of_year():
-    assert R.era_of_year(1969) == "pre-1970" and R.era_of_year(1970) == "1970s-1980s"
-    assert R.era_of_year(1994) == "early 1990s" and R.era_of_year(1995) == "late 1990s"
-    assert R.era_of_year(None) is None and R.era_of_year(pd.NA) is None
-    assert R.era_of_year(1850) is None
+    assert era_of_year(1969) == "pre-1970" and era_of_year(1970) == "1970s-1980s"
+    assert era_of_year(1994) == "early 1990s" and era_of_year(1995) == "late 1990s"
+    assert era_of_year(None) is None and era_of_year(pd.NA) is None
+    assert era_of_year(1850) is None
 
 
 def test_stage_comparison_on_known_values():
@@ -780,7 +852,7 @@ def test_stage_comparison_on_known_values():
             "turns_needed": [4, 2, 1, np.nan],
         }
     )
-    table = R.stage_comparison(sessions, metrics=("hit", "turns_needed"), n_boot=200)
+    table = stage_comparison(sessions, metrics=("hit", "turns_needed"), n_boot=200)
     assert list(table.columns) == ["stage", "mode", "metric", "mean", "low", "high", "n"]
     got = table.set_index(["stage", "metric"])
     assert got.loc[(1, "hit"), "mean"] == 0.5 and got.loc[(1, "hit"), "n"] == 2
@@ -791,13 +863,44 @@ def test_stage_comparison_on_known_values():
 
 
 def test_stage_comparison_and_figure_from_a_template_run(users, catalogue):
-    run = R.run_stages(users, catalogue, TEMPLATE)
-    table = R.stage_comparison(run.sessions, n_boot=200)
-    assert set(table["metric"]) == set(R.METRICS)
-    assert len(table) == 3 * len(R.METRICS) and (table["n"] == len(users)).all()
-    fig = R.stage_figure(table, title="template baseline")
+    run = run_stages(users, catalogue, TEMPLATE)
+    table = stage_comparison(run.sessions, n_boot=200)
+    assert set(table["metric"]) == set(METRICS)
+    assert len(table) == 3 * len(METRICS) and (table["n"] == len(users)).all()
+    fig = stage_figure(table, title="template baseline")
     try:
         assert isinstance(fig, Figure)
-        assert sum(ax.get_visible() for ax in fig.axes) == len(R.METRICS)
+        assert sum(ax.get_visible() for ax in fig.axes) == len(METRICS)
     finally:
         plt.close(fig)
+
+
+# ------------------------------------------------------------------------------ the plug-in
+
+
+def test_entry_is_a_paper_whose_default_config_is_the_notebooks():
+    assert isinstance(entry, Paper) and entry.RANKERS == ()
+    assert entry.METHODS == ("stage 1", "stage 2", "stage 3")
+    assert entry.PROFILES["default"] == {"users": 16, "turns": 2, "shortlist": 12}
+    smoke = entry.default_config("smoke")
+    assert (smoke.max_turns, smoke.shortlist_size, smoke.seed) == (1, 10, entry.SEED)
+    assert smoke.agent_mode == "llm" and smoke.recommender == "classic"
+    with pytest.raises(ValueError, match="unknown profile"):
+        entry.default_config("huge")
+    with pytest.raises(NotImplementedError, match="agent items"):
+        entry.rank(None)  # type: ignore[arg-type]
+
+
+def test_entry_run_in_template_mode_runs_once_and_names_every_metric(ml100k):
+    dataset, _ = ml100k
+    config = Rec4AConfig(agent_mode="template", max_turns=2, seed=3)
+    result = entry.run(dataset, config, RunOptions(n_users=3, methods=("stage 2",), n_boot=50))
+    assert result.log.calls == [] and set(result.tables) == set(entry.TABLES)
+    assert set(result.table("sessions")["mode"]) == {"template"}
+    assert result.metrics["metric"].tolist() == [f"{m}/stage 2/template" for m in METRICS]
+    assert (result.metrics["n"] == 3).all()
+    catalogue, users = entry.setting(dataset, 3, 3)
+    assert result.table("users")[USER].tolist() == [u.user_id for u in users]
+    assert len(result.table("catalogue")) == len(catalogue.cards)
+    comparison = result.table("comparison")
+    assert comparison["stage"].tolist() == [2] * len(METRICS)

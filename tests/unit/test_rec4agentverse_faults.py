@@ -20,6 +20,7 @@ import json
 import re
 import time
 
+import pandas as pd
 import pytest
 from scripted_server import (
     ScriptedServer,
@@ -34,11 +35,21 @@ from recagents.data import load_dataset
 from recagents.data.datasets import leave_one_out
 from recagents.llm.client import EndpointUnreachableError, LLMClient
 from recagents.llm.runlog import RunLog
-from recagents.papers import rec4agentverse as R
+from recagents.papers.rec4agentverse import entry
+from recagents.papers.rec4agentverse.catalogue import build_catalogue
+from recagents.papers.rec4agentverse.config import Rec4AConfig
+from recagents.papers.rec4agentverse.manipulation import (
+    manipulation_experiment,
+    manipulation_summary,
+)
+from recagents.papers.rec4agentverse.session import SessionRun
+from recagents.papers.rec4agentverse.stages import run_sessions
+from recagents.papers.rec4agentverse.users import make_users
+from recagents.protocol import RunOptions
 
 MAX_ATTEMPTS = 2
 MAX_REASKS = 1
-CONFIG = R.Rec4AConfig(stage=2, max_turns=2, agent_mode="llm", recommender="llm")
+CONFIG = Rec4AConfig(stage=2, max_turns=2, agent_mode="llm", recommender="llm")
 
 #: Valid for the opening, agent, reaction, report and recommender schemas at once.
 VALID = {
@@ -62,8 +73,8 @@ def _json(**changes) -> str:
 def world():
     dataset = load_dataset("ml-100k")
     split = leave_one_out(dataset, min_rating=4)
-    catalogue = R.build_catalogue(dataset, split.train)
-    users = R.make_users(split, dataset, 2, seed=0)
+    catalogue = build_catalogue(dataset, split.train)
+    users = make_users(split, dataset, 2, seed=0)
     return catalogue, users
 
 
@@ -77,7 +88,7 @@ def _run(url, tmp_path, world, config=CONFIG):
     client = _client(url, tmp_path)
     assert client.local is False and client.default_concurrency == 1
     started = time.perf_counter()
-    run = R.run_sessions(users, catalogue, config, client, log)
+    run = run_sessions(users, catalogue, config, client, log)
     elapsed = time.perf_counter() - started
     assert elapsed < 30, f"the sessions took {elapsed:.1f} s"
     return run, log.calls_frame()
@@ -273,7 +284,7 @@ def test_manipulation_with_an_llm_recommender_counts_choices_and_failures(tmp_pa
     with ScriptedServer(default=reply(json.dumps({"agent": "a11"}))) as server:
         server.script(reply(json.dumps({"agent": "a03"})))  # the first decision goes elsewhere
         log = RunLog()
-        decisions = R.manipulation_experiment(
+        decisions = manipulation_experiment(
             users, catalogue, config, _client(server.url, tmp_path), log
         )
         bodies = server.chat_bodies()
@@ -286,9 +297,37 @@ def test_manipulation_with_an_llm_recommender_counts_choices_and_failures(tmp_pa
     assert all("Validated report fields from agent a11" in t for t in schema)
     assert set(log.calls_frame()["phase"]) == {"rec4a manipulation"}
     with ScriptedServer(default=reply(json.dumps({"agent": "nobody"}))) as server:
-        failed = R.manipulation_experiment(
+        failed = manipulation_experiment(
             users, catalogue, config, _client(server.url, tmp_path), RunLog()
         )
     assert not failed["ok"].any() and failed["adversary_chosen"].isna().all()
-    summary = R.manipulation_summary(failed, n_boot=100)
+    summary = manipulation_summary(failed, n_boot=100)
     assert (summary["n"] == 0).all() and (summary["failures"] == 2).all()
+
+
+def test_entry_runs_the_template_baseline_beside_the_llm_on_the_same_users(tmp_path, world):
+    catalogue, users = world
+    config = dataclasses.replace(CONFIG, recommender="classic", max_turns=1)
+    options = RunOptions(methods=("stage 1", "stage 2"), n_boot=50)
+    with ScriptedServer(default=reply(_json())) as server:
+        options = dataclasses.replace(options, client=_client(server.url, tmp_path))
+        result = entry.compare_stages(catalogue, users, config, options)
+    sessions = result.table("sessions")
+    assert sorted(set(zip(sessions["stage"], sessions["mode"], strict=True))) == [
+        (1, "llm"), (1, "template"), (2, "llm"), (2, "template"),
+    ]  # fmt: skip
+    for name in ("turns", "messages", "exposure"):
+        assert set(result.table(name)["mode"]) <= {"llm", "template"}, name
+    metrics = result.metrics.set_index("metric")
+    assert {"hit/stage 1/llm", "hit/stage 1/template", "pref_share/stage 2/llm"} <= set(
+        metrics.index
+    )
+    assert (metrics["n"] == len(users)).all()
+    # the template rows are the template run alone: its users, no call of the model
+    alone = entry.compare_stages(
+        catalogue, users, dataclasses.replace(config, agent_mode="template"), options
+    )
+    template = SessionRun.from_tables(result.tables).of_mode("template")
+    pd.testing.assert_frame_equal(template.sessions, alone.table("sessions"))
+    assert alone.log.calls == [] and len(result.log.calls) > 0
+    assert set(result.log.calls_frame()["phase"]) == {"rec4a stage 1", "rec4a stage 2"}

@@ -44,16 +44,16 @@ def _spec(style: str) -> C.AgentSpec:
 def test_cut_slice_filters_genre_years_and_popularity_then_halves_by_style():
     films = _films()
     ordered = ["1", "2", "3", "4", "5", "6"]
-    assert C._cut_slice(_spec("broad"), ordered, films, 2) == ("1", "2")
-    assert C._cut_slice(_spec("broad"), ordered, films, 1) == ("1", "2", "6")
-    assert C._cut_slice(_spec("mainstream"), ordered, films, 1) == ("1", "2")
-    assert C._cut_slice(_spec("arthouse"), ordered, films, 1) == ("6",)
+    assert C.cut_slice(_spec("broad"), ordered, films, 2) == ("1", "2")
+    assert C.cut_slice(_spec("broad"), ordered, films, 1) == ("1", "2", "6")
+    assert C.cut_slice(_spec("mainstream"), ordered, films, 1) == ("1", "2")
+    assert C.cut_slice(_spec("arthouse"), ordered, films, 1) == ("6",)
     with pytest.raises(ValueError, match="a1 \\(Fun\\) has an empty slice"):
-        C._cut_slice(_spec("broad"), ordered, films, 100)
+        C.cut_slice(_spec("broad"), ordered, films, 100)
 
 
 def test_card_describes_the_slice_and_its_eras():
-    card = C._card(_spec("broad"), ["1", "3", "6"], _films().years, 0.5)
+    card = C.agent_card(_spec("broad"), ["1", "3", "6"], _films().years, 0.5)
     assert card.n_items == 3 and card.popularity == 0.5
     assert card.era_shares["late 1990s"] == pytest.approx(2 / 3)
     assert "3 films" in card.description and "mostly late 1990s" in card.description
@@ -62,7 +62,7 @@ def test_card_describes_the_slice_and_its_eras():
 def test_population_finds_over_represented_genres_era_and_dislikes():
     genres = {"1": ("Comedy",), "2": ("Comedy",), "3": ("Horror",), "4": ("Drama",)}
     years = {"1": 1975, "2": 1978, "3": 1996, "4": 1997}
-    base = users._Population(
+    base = users.Population(
         genres=genres,
         years=years,
         genre_shares={"Comedy": 0.1, "Drama": 0.6, "Horror": 0.3},
@@ -78,36 +78,36 @@ def test_population_finds_over_represented_genres_era_and_dislikes():
 
 def test_demographics_keep_the_known_fields():
     info = {"age": "24", "gender": "M", "occupation": None, "zip_code": "60804"}
-    assert users._demographics(info) == {"age": 24, "gender": "M", "zip": "60804"}
+    assert users.read_demographics(info) == {"age": 24, "gender": "M", "zip": "60804"}
 
 
 def test_report_evidence_reads_only_closed_vocabulary_fields():
     shared = {"agent_id": "a1", "liked_genres": ["Comedy"], "era": "late 1990s", "age": 30}
-    evidence = reports._report_evidence(shared)
+    evidence = reports.report_evidence(shared)
     assert (
         evidence.liked == ("Comedy",) and evidence.disliked == () and evidence.era == "late 1990s"
     )
-    assert reports._report_evidence({"era": "the future"}).era is None
+    assert reports.report_evidence({"era": "the future"}).era is None
 
 
 def test_reply_schemas_require_every_property_in_order():
-    schema = P._object_schema(b={"type": "string"}, a={"type": "integer"})
+    schema = P.object_schema(b={"type": "string"}, a={"type": "integer"})
     assert schema == {"type": "object", "properties": schema["properties"], "required": ["b", "a"]}
     assert P.reaction_schema(Rec4AConfig())["required"] == ["comment", "satisfied"]
 
 
 def test_send_instruction_logs_the_message_and_each_field_it_carries():
     config = Rec4AConfig()
-    rec = session._Recorder(config)
-    run = session._Run(config, _films(), rec)
+    rec = session.Recorder(config)
+    run = session.RunState(config, _films(), rec)
     user = users.SimUser("7", ("Comedy",), (), "late 1990s", ("1",), ("2",))
-    s = session._Session(user=user, stage=3, agent="a1")
+    s = session.Session(user=user, stage=3, agent="a1")
     instruction = Instruction(("Comedy",), None)
-    session._send_instruction(s, 2, run, ("a1", "recommender->agent"), instruction, "Comedy")
+    session.send_instruction(s, 2, run, ("a1", "recommender->agent"), instruction, "Comedy")
     assert [m["kind"] for m in rec.messages] == ["instruction"]
     assert rec.messages[0]["fields"] == ("genres",)
     assert [(e["boundary"], e["field"], e["value"]) for e in rec.exposure] == [
         ("recommender->agent", "genres", "Comedy")
     ]
-    session._send_instruction(s, 2, run, ("a2", "recommender->consulted agent"), instruction, "x")
+    session.send_instruction(s, 2, run, ("a2", "recommender->consulted agent"), instruction, "x")
     assert rec.messages[-1]["kind"] == "consult" and rec.messages[-1]["receiver"] == "a2"

@@ -206,12 +206,12 @@ def test_lastfm_candidates_are_the_released_evaluations_lists(
     # Another seed: only the hits (the pick is the target, always listed) and chance remain.
     other = lastfm_candidates(samples, seed=304)
     assert lastfm_picks_listed(other, predictions, titles) < 50
-    from recagents.papers import afl
+    from recagents.papers.afl.samples import released_samples
 
-    built = afl.released_samples(samples, drawn, predictions, titles.to_dict())
+    built = released_samples(samples, drawn, predictions, titles.to_dict())
     assert len(built) == 122 and all(s.prior in s.candidates and s.focus == (s.prior,)
                                      for s in built)  # fmt: skip
     assert built[0].candidates == tuple(lists[0]) and built[0].target == samples["target"][0]
     with pytest.raises(ValueError, match="not among its candidates"):
-        afl.released_samples(samples, lastfm_candidates(samples, seed=304), predictions,
+        released_samples(samples, lastfm_candidates(samples, seed=304), predictions,
                              titles.to_dict())  # fmt: skip

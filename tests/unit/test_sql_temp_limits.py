@@ -23,15 +23,10 @@ import pytest
 
 from recagents.llm.cache import ResponseCache
 from recagents.papers.interecagent import sqlguard
-from recagents.papers.interecagent.sqlguard import SQL_HEAP_LIMIT_BYTES
-from recagents.papers.interecagent.tools import (
-    CandidateBus,
-    ItemTable,
-    ToolContext,
-    ToolError,
-    hard_filter,
-    lookup,
-)
+from recagents.papers.interecagent.bus import CandidateBus
+from recagents.papers.interecagent.catalogue import ItemTable
+from recagents.papers.interecagent.sqllimits import SQL_HEAP_LIMIT_BYTES, ToolError
+from recagents.papers.interecagent.toolbox import ToolContext, hard_filter, lookup
 
 MB = 2**20
 

@@ -136,7 +136,10 @@ def test_min_n_leaves_undecided_and_large_samples_alone():
 
 def test_a4r_p_view_with_six_agents_is_no_longer_reproduced(tmp_path):
     """The case of issue #21: [0.458, 0.833] around the paper's 0.493 at n = 6."""
-    records = {"model": "m", "n_agents": 6, "engagement/LightGCN/p_view": [0.6667, 0.4583, 0.8333]}
+    records = {
+        "model": "m", "n_agents": 6, "p_view/LightGCN": [0.6667, 0.4583, 0.8333],
+        "p_view/LightGCN/n": 6,
+    }  # fmt: skip
     write_executed(tmp_path / "02_agent4rec.ipynb", records)
     _, outcomes = evaluate_claims(tmp_path)
     p_view = next(o for o in outcomes if o.claim.id == "a4r-lightgcn-p-view")
@@ -150,8 +153,9 @@ def test_afl_no_amplification_with_both_hr1_zero_is_inconclusive(tmp_path):
         "model": "m",
         "max_rounds": 5,
         "n_samples": 16,
-        "hr1/AFL (5 rounds)": [0.0, 0.0, 0.0],
-        "hr1/Rec Agent (1 round)": [0.0, 0.0, 0.0],
+        "HR@1/AFL": [0.0, 0.0, 0.0],
+        "HR@1/AFL/n": 16,
+        "HR@1/Rec Agent": [0.0, 0.0, 0.0],
         "bias/popularity percentile": {"diff": 3.56, "amplifies": False, "low": -1, "high": 2},
     }
     write_executed(tmp_path / "03_afl.ipynb", records)

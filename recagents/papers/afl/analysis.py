@@ -175,10 +175,10 @@ def rounds_curve_figure(
     import matplotlib.pyplot as plt
 
     from recagents.plotting import (
-        _place_note,
         fixed_scale,
         integer_axis,
         note_if_degenerate,
+        place_note,
         reference_line,
     )
 
@@ -201,7 +201,7 @@ def rounds_curve_figure(
         mean, low, high = values[0]
         note = (f"the same HR@1 at every round limit, {mean:.3g} [{low:.3g}, {high:.3g}]: "
                 "no extra round changed a hit")  # fmt: skip
-        _place_note(ax, note, float(mean), ax.get_ylim(), "y")
+        place_note(ax, note, float(mean), ax.get_ylim(), "y")
     integer_axis(ax, "x")
     ax.set_xticks(x)
     ax.set_xlabel("maximum rounds (1 = single recommendation agent)")

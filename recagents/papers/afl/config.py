@@ -8,8 +8,10 @@ loop, the user simulation and the evaluation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from recagents.config import ConfigError, bounds, check_fields
 
 #: How a dialogue ended.
 STOPS = ("accepted", "limit", "rec_failed", "user_failed")
@@ -57,44 +59,36 @@ class AFLConfig:
     """
 
     domain: str = "movie"
-    n_candidates: int = 20
-    history_length: int = 10
-    max_rounds: int = 5
-    user_rounds: int = 4
+    n_candidates: int = field(default=20, metadata=bounds(2))
+    history_length: int = field(default=10, metadata=bounds(1))
+    max_rounds: int = field(default=5, metadata=bounds(1))
+    user_rounds: int = field(default=4, metadata=bounds(1))
     ratios: tuple[tuple[int, int], ...] = ((1, 1), (1, 3), (1, 9))
-    window: int = 10
+    window: int = field(default=10, metadata=bounds(1))
     seed: int = 303
-    temperature: float = 0.0
-    focus_share: float = 0.25
+    temperature: float = field(default=0.0, metadata=bounds(0))
+    focus_share: float = field(default=0.25, metadata=bounds(high=1, above=0))
     user_memory_in_loop: bool = True
     user_signal: Literal["hint", "score"] = "hint"
     prior_every_round: bool = False
     feedback_text: bool = True
     faithful_parsing: bool = False
     nest_negatives: bool = False
-    reason_chars: int = 400
-    max_tokens: int = 200
+    reason_chars: int = field(default=400, metadata=bounds(1))
+    max_tokens: int = field(default=200, metadata=bounds(1))
 
     def __post_init__(self) -> None:
-        if self.n_candidates < 2:
-            raise ValueError(f"n_candidates must be at least 2, got {self.n_candidates}")
-        if self.history_length < 1:
-            raise ValueError(f"history_length must be at least 1, got {self.history_length}")
-        if self.max_rounds < 1 or self.user_rounds < 1:
-            raise ValueError("max_rounds and user_rounds must be at least 1")
-        if self.user_signal not in ("hint", "score"):
-            raise ValueError(f"user_signal must be 'hint' or 'score', got {self.user_signal!r}")
-        if not 0 < self.focus_share <= 1:
-            raise ValueError(f"focus_share must be in (0, 1], got {self.focus_share}")
+        check_fields(self)
         for positives, negatives in self.ratios:
             if positives < 1 or negatives < 1:
-                raise ValueError(
-                    f"a ratio needs positives and negatives, got {positives}:{negatives}"
+                raise ConfigError(
+                    f"AFLConfig.ratios={self.ratios!r}: a ratio needs positives and negatives, "
+                    f"got {positives}:{negatives}"
                 )
             if self.positives_for((positives, negatives)) > self.window:
-                raise ValueError(
-                    f"ratio {positives}:{negatives} needs more positives than the window of "
-                    f"{self.window} holds"
+                raise ConfigError(
+                    f"AFLConfig.ratios={self.ratios!r}: ratio {positives}:{negatives} needs "
+                    f"more positives than the window of {self.window} holds"
                 )
 
     @property

@@ -7,10 +7,12 @@ user simulation is scored per agent and ratio beside an "always yes" floor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data.datasets import POSITION
@@ -28,7 +30,7 @@ def predictions(rounds: pd.DataFrame, limit: int) -> pd.DataFrame:
         ``[user_id, item_id, position, hit]`` (``item_id`` ``None`` and ``hit`` 0 when none).
     """
     upto = rounds[(rounds[ROUND] <= limit)]
-    rows = []
+    rows: list[tuple[Any, Any, int | None, int]] = []
     for user, group in upto.groupby(USER, sort=False):
         usable = group[group[ITEM].notna()]
         if usable.empty:
@@ -49,12 +51,12 @@ def hits_by_round(rounds: pd.DataFrame, max_rounds: int) -> pd.DataFrame:
 
 
 def hit_rate_table(
-    hits: dict[str, Sequence[float]], n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+    hits: Mapping[str, ArrayLike], n_boot: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> pd.DataFrame:
     """HR@1 with a bootstrap interval per method: ``[method, metric, mean, low, high, n]``."""
     rows = []
-    for method, values in hits.items():
-        values = np.asarray(values, dtype=float)
+    for method, given in hits.items():
+        values = np.asarray(given, dtype=float)
         mean, low, high = bootstrap_ci(values, n_boot=n_boot, ci=ci, seed=seed)
         rows.append(
             {"method": method, "metric": "HR@1", "mean": mean, "low": low, "high": high,

@@ -40,7 +40,7 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def _memories(rows: list[dict[str, Any]], titles: dict[str, str]) -> list[RoundMemory]:
+def memories(rows: list[dict[str, Any]], titles: dict[str, str]) -> list[RoundMemory]:
     """The finished rounds of one dialogue as both agents remember them."""
     return [
         RoundMemory(
@@ -84,7 +84,7 @@ def propose(
     """Step 1 of a round: each open dialogue's recommendation agent proposes one candidate.
 
     The agent sees the history, the candidates, the tool's pick and the earlier rounds of
-    its dialogue (``rounds``, as :func:`_memories` remembers them); the requests run as one
+    its dialogue (``rounds``, as :func:`memories` remembers them); the requests run as one
     batch, accounted in ``ctx`` as kind ``rec``.
 
     Returns:
@@ -98,7 +98,7 @@ def propose(
             [titles[i] for i in s.history],
             shown,
             titles[s.prior],
-            _memories(rounds[s.user], titles),
+            memories(rounds[s.user], titles),
             config,
         )
         for s, shown in zip(samples, texts, strict=True)
@@ -171,7 +171,7 @@ def user_verdicts(
             titles[s.prior],
             [titles[i] for i in s.focus],
             s.scores.get(row[ITEM]),
-            _memories(rounds[s.user][:-1], titles),
+            memories(rounds[s.user][:-1], titles),
             config,
         )
         for s, row in proposals

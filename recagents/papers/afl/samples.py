@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data.datasets import POSITION, chronological_order
+from recagents.data.datasets import POSITION, Split, candidate_sets, chronological_order
+from recagents.papers.afl.config import AFLConfig
 
 # --------------------------------------------------------------------------- samples
 
@@ -109,6 +110,38 @@ def make_samples(
             )
         )
     return samples
+
+
+def scored_samples(
+    tool: Any, split: Split, candidates: pd.DataFrame, config: AFLConfig
+) -> tuple[pd.DataFrame, list[Sample]]:
+    """The tool model's scores of ``candidates`` and the samples made of them.
+
+    Each user's history is their last ``config.history_length`` items before the test item
+    (:func:`recent_histories`); the tool scores every candidate after it in one batch
+    (:func:`tool_scores`) and :func:`make_samples` takes its top pick and focus list.
+
+    Returns:
+        ``(scored, samples)``: ``candidates`` with a ``score`` column, and one sample per user
+        in user order.
+    """
+    users = list(dict.fromkeys(candidates[USER]))
+    histories = recent_histories(split.history("test"), users, config.history_length)
+    scored = tool_scores(tool, candidates, histories)
+    return scored, make_samples(scored, histories, config.focus_size)
+
+
+def all_test_samples(
+    split: Split, tool: Any, config: AFLConfig, seed: int
+) -> tuple[pd.DataFrame, list[Sample]]:
+    """Every test user's sample under ``seed``: the target and ``n_candidates - 1`` negatives.
+
+    The candidates are drawn (and saved) once per seed for every test user
+    (:func:`recagents.data.datasets.candidate_sets`), so every method and every sample size
+    sees the same lists; :func:`scored_samples` scores them all.
+    """
+    candidates = candidate_sets(split, config.n_candidates - 1, seed=seed, phase="test")
+    return scored_samples(tool, split, candidates, config)
 
 
 def released_samples(

@@ -26,7 +26,7 @@ from recagents.metrics import paired_bootstrap, paired_min_detectable_effect
 from recagents.papers.afl.config import AFLConfig
 from recagents.papers.afl.evaluate import predictions
 from recagents.papers.afl.loop import feedback_loop
-from recagents.papers.afl.samples import Sample, make_samples, recent_histories, tool_scores
+from recagents.papers.afl.samples import Sample, all_test_samples
 
 SEED = "seed"
 
@@ -36,14 +36,11 @@ def seeded_samples(
 ) -> list[Sample]:
     """The samples one seed draws: its test users and its candidates, scored by the tool.
 
-    The same steps as notebook 03's sections 1 and 2 (candidates drawn for every test user,
-    every user scored, then the seed's users kept), so the notebook's own ``SEED`` gives the
+    The same steps as AFL's run (:func:`~recagents.papers.afl.entry.prepare`: every test
+    user's candidates scored, then the seed's users kept), so the run's own seed gives the
     very samples (and prompts, hence cached replies) of its main run.
     """
-    candidates = datasets.candidate_sets(split, config.n_candidates - 1, seed=seed, phase="test")
-    every_user = sorted(split.test[USER])
-    histories = recent_histories(split.history("test"), every_user, config.history_length)
-    every = make_samples(tool_scores(tool, candidates, histories), histories, config.focus_size)
+    _, every = all_test_samples(split, tool, config, seed)
     users = set(datasets.subsample_users(split, n_samples, seed=seed))
     return [s for s in every if s.user in users]
 

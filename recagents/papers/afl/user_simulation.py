@@ -18,7 +18,7 @@ from recagents.data.datasets import POSITION, Dataset, Split, chronological_orde
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.afl.config import AGENT, RATIO, AFLConfig, ratio_name
-from recagents.papers.afl.loop import _memories
+from recagents.papers.afl.loop import memories
 from recagents.papers.afl.prompts import (
     RoundMemory,
     decision_schema,
@@ -150,7 +150,7 @@ def dialogue_memory(rounds: pd.DataFrame, titles: dict[str, str]) -> dict[str, l
     """Each user's finished rounds of a dialogue, as the AFL user agent remembers them."""
     memory: dict[str, list[RoundMemory]] = {}
     for user, group in rounds.groupby(USER, sort=False):
-        memory[str(user)] = _memories(group.to_dict("records"), titles)
+        memory[str(user)] = memories(group.to_dict("records"), titles)
     return memory
 
 

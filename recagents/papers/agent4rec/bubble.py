@@ -14,9 +14,9 @@ import pandas as pd
 from recagents.columns import ITEM, USER
 from recagents.papers.agent4rec.frames import (
     RECOMMENDER,
-    _as_series,
-    _check_unknown,
-    _require,
+    as_series,
+    check_unknown,
+    require,
 )
 
 if TYPE_CHECKING:
@@ -42,11 +42,11 @@ def genre_concentration(recommended: pd.DataFrame, item_genres: pd.Series) -> pd
     Returns:
         ``[recommender,] round, n_items, n_genres, top_genre, top_share, items_with_top``.
     """
-    _require(recommended, [USER, ITEM, "round"], "recommended")
-    genres = _as_series(item_genres, "item_genres")
+    require(recommended, [USER, ITEM, "round"], "recommended")
+    genres = as_series(item_genres, "item_genres")
     frame = recommended.copy()
     frame[ITEM] = frame[ITEM].astype(str)
-    _check_unknown(frame[ITEM], genres, "item_genres")
+    check_unknown(frame[ITEM], genres, "item_genres")
     frame["_row"] = np.arange(len(frame))
     keys = [RECOMMENDER, "round"] if RECOMMENDER in frame else ["round"]
     rows = []
@@ -83,7 +83,7 @@ def bubble_figure(table: pd.DataFrame, n_genres_total: int | None = None) -> Fig
 
     from recagents.plotting import PALETTE, fixed_scale, integer_axis, note_if_degenerate
 
-    _require(table, ["round", "n_genres", "top_share"], "table")
+    require(table, ["round", "n_genres", "top_share"], "table")
     names = list(dict.fromkeys(table[RECOMMENDER])) if RECOMMENDER in table else [None]
     colors = sns.color_palette(PALETTE, len(names))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))

@@ -15,10 +15,10 @@ import pandas as pd
 
 from recagents.columns import ITEM, RATING
 from recagents.papers.agent4rec.frames import (
-    _as_series,
-    _bool_column,
-    _check_unknown,
-    _require,
+    as_series,
+    bool_column,
+    check_unknown,
+    require,
 )
 
 if TYPE_CHECKING:
@@ -50,15 +50,15 @@ def item_causal_table(
     Returns:
         ``item_id, quality, popularity, exposure, views, rating``, sorted by ``item_id``.
     """
-    _require(exposures, [ITEM, "watched", RATING], "exposures")
+    require(exposures, [ITEM, "watched", RATING], "exposures")
     if isinstance(min_exposures, bool) or not isinstance(min_exposures, int) or min_exposures < 1:
         raise ValueError(f"min_exposures must be an integer >= 1, got {min_exposures!r}")
-    means = _as_series(item_mean_rating, "item_mean_rating")
-    popularity = _as_series(item_popularity, "item_popularity")
+    means = as_series(item_mean_rating, "item_mean_rating")
+    popularity = as_series(item_popularity, "item_popularity")
     frame = pd.DataFrame(
         {
             ITEM: exposures[ITEM].astype(str).to_numpy(),
-            "watched": _bool_column(exposures["watched"], "watched").to_numpy(),
+            "watched": bool_column(exposures["watched"], "watched").to_numpy(),
             RATING: pd.to_numeric(exposures[RATING], errors="coerce").to_numpy(),
         }
     )
@@ -67,7 +67,7 @@ def item_causal_table(
         exposure=("watched", "size"), views=("watched", "sum"), rating=(RATING, "mean")
     )
     grouped = grouped[grouped["exposure"] >= min_exposures]
-    _check_unknown(grouped.index, means, "item_mean_rating")
+    check_unknown(grouped.index, means, "item_mean_rating")
     out = pd.DataFrame(
         {
             ITEM: grouped.index.astype(str),
@@ -114,7 +114,7 @@ def causal_discovery(
     variables = list(columns or prior_order or CAUSAL_COLUMNS)
     if len(set(variables)) != len(variables) or len(variables) < 2:
         raise ValueError(f"need at least two distinct variables, got {variables}")
-    _require(table, variables, "table")
+    require(table, variables, "table")
     if prior_order is not None:
         order = list(prior_order)
         if sorted(order) != sorted(variables):

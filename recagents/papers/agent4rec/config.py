@@ -7,7 +7,9 @@ read them from here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from recagents.config import bounds, check_fields
 
 TRAITS: tuple[str, ...] = ("activity", "conformity", "diversity")
 """The three social traits, in the order the paper lists them."""
@@ -38,27 +40,18 @@ class Agent4RecConfig:
         seed: Seeds sampling (the official code uses 101).
     """
 
-    items_per_page: int = 4
-    max_pages: int = 5
+    items_per_page: int = field(default=4, metadata=bounds(1))
+    max_pages: int = field(default=5, metadata=bounds(1))
     like_threshold: float = 3.0
-    persona_items: int = 25
-    memory_top_k: int = 5
+    persona_items: int = field(default=25, metadata=bounds(1))
+    memory_top_k: int = field(default=5, metadata=bounds(0))
     reflect_after: tuple[int, ...] = (2, 4)
-    temperature: float = 0.2
+    temperature: float = field(default=0.2, metadata=bounds(0, 2))
     domain: str = "movie"
     seed: int = 101
 
     def __post_init__(self) -> None:
-        checks = {
-            "items_per_page": self.items_per_page >= 1,
-            "max_pages": self.max_pages >= 1,
-            "persona_items": self.persona_items >= 1,
-            "memory_top_k": self.memory_top_k >= 0,
-            "temperature": 0 <= self.temperature <= 2,
-        }
-        bad = {name: getattr(self, name) for name, ok in checks.items() if not ok}
-        if bad:
-            raise ValueError(f"invalid Agent4Rec settings: {bad}")
+        check_fields(self)
 
     @property
     def list_length(self) -> int:

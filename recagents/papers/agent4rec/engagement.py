@@ -21,9 +21,9 @@ from recagents.papers.agent4rec.frames import (
     ENGAGEMENT_METRICS,
     RECOMMENDER,
     SUMMARY_COLUMNS,
-    _bool_column,
-    _check_boot,
-    _require,
+    bool_column,
+    check_boot,
+    require,
 )
 
 if TYPE_CHECKING:
@@ -53,12 +53,12 @@ def engagement(
     Raises:
         ValueError: On a missing column or a non-finite ``like_threshold``.
     """
-    _require(exposures, [USER, RECOMMENDER, ITEM, "watched", RATING], "exposures")
-    _require(sessions, [USER, RECOMMENDER, "exit_page", "satisfaction"], "sessions")
+    require(exposures, [USER, RECOMMENDER, ITEM, "watched", RATING], "exposures")
+    require(sessions, [USER, RECOMMENDER, "exit_page", "satisfaction"], "sessions")
     if not np.isfinite(like_threshold):
         raise ValueError(f"like_threshold must be a finite number, got {like_threshold!r}")
     keys = [RECOMMENDER, USER]
-    watched = _bool_column(exposures["watched"], "exposures['watched']")
+    watched = bool_column(exposures["watched"], "exposures['watched']")
     rating = pd.to_numeric(exposures[RATING], errors="coerce")
     per = pd.DataFrame(
         {
@@ -102,7 +102,7 @@ def _metric_columns(per_user: pd.DataFrame, metrics: Sequence[str] | None) -> li
             for c in per_user.columns
             if c not in (USER, RECOMMENDER, *TRAITS) and pd.api.types.is_numeric_dtype(per_user[c])
         ]
-    _require(per_user, metrics, "per_user")
+    require(per_user, metrics, "per_user")
     return list(metrics)
 
 
@@ -126,8 +126,8 @@ def engagement_summary(
     Returns:
         ``recommender, metric, mean, low, high, n``.
     """
-    _require(per_user, [RECOMMENDER], "per_user")
-    _check_boot(n_boot)
+    require(per_user, [RECOMMENDER], "per_user")
+    check_boot(n_boot)
     columns = _metric_columns(per_user, metrics)
     rows = []
     for recommender, group in per_user.groupby(RECOMMENDER, sort=False):
@@ -166,9 +166,9 @@ def satisfaction_by(
     """
     if trait not in TRAITS:
         raise ValueError(f"trait must be one of {TRAITS}, got {trait!r}")
-    _require(per_user, [USER, RECOMMENDER], "per_user")
-    _require(traits, [USER, trait], "traits")
-    _check_boot(n_boot)
+    require(per_user, [USER, RECOMMENDER], "per_user")
+    require(traits, [USER, trait], "traits")
+    check_boot(n_boot)
     columns = _metric_columns(per_user.drop(columns=list(TRAITS), errors="ignore"), metrics)
     levels = traits[[USER, trait]].dropna().copy()
     levels[USER] = levels[USER].astype(str)
@@ -220,8 +220,8 @@ def rating_distribution(
     Raises:
         ValueError: On a missing column, no ratings or a rating outside 1-5.
     """
-    _require(exposures, ["watched", RATING], "exposures")
-    watched = _bool_column(exposures["watched"], "exposures['watched']")
+    require(exposures, ["watched", RATING], "exposures")
+    watched = bool_column(exposures["watched"], "exposures['watched']")
     sources = {"agents": _rating_counts(exposures.loc[watched, RATING], "agent ratings")}
     if real_ratings is not None:
         sources["real"] = _rating_counts(pd.Series(real_ratings), "real_ratings")
@@ -250,7 +250,7 @@ def rating_figure(
 
     from recagents.plotting import PALETTE, REFERENCE_STYLES
 
-    _require(table, ["source", "rating", "share"], "table")
+    require(table, ["source", "rating", "share"], "table")
     sources = list(dict.fromkeys(table["source"]))
     colors = sns.color_palette(PALETTE, len(sources))
     width = 0.8 / len(sources)

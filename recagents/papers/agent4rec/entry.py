@@ -1,25 +1,27 @@
-"""Agent4Rec's entry point: the paper's recommender comparison by generative agents in one call.
+"""Agent4Rec's plug-in: the recommender comparison by generative agents, in four steps.
 
-:func:`run` is the one entry point every paper has, of the same shape
-(``run(dataset, config, options)`` -> :class:`~recagents.protocol.PaperRun`, the shared
-arguments in one :class:`~recagents.protocol.RunOptions`): the paper's random split, the
-traits and personas of ``n_users`` agents, each recommender's list browsed page by page, and
-the engagement of the agents with each recommender with 95% bootstrap intervals (the paper's
-Table 2; notebook 02, sections 1 and 3). Agent4Rec ranks no shared candidates, so it has no
-``rank``. Everything here composes the package's public functions; nothing changes their
-behaviour.
+:func:`run` is notebook 02's headline experiment (sections 1 and 3, the paper's Table 2):
+:func:`population` (the paper's random split, every user's traits, the item lines and the
+agents' users), :func:`make_agents` (their personas), :func:`browse` (each recommender's list
+browsed page by page) and :func:`summarize` (engagement per recommender with 95% bootstrap
+intervals). The notebook calls the same four steps in the same order, with its teaching
+sections between them. Agent4Rec simulates users; it ranks no shared candidates.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from recagents import baselines
 from recagents.columns import USER
 from recagents.data.datasets import Dataset, Split
+from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.papers.agent4rec.agents import Agent, build_agents, item_lines, random_split
 from recagents.papers.agent4rec.config import RECOMMENDERS, TRAITS, Agent4RecConfig
@@ -28,19 +30,166 @@ from recagents.papers.agent4rec.evaluate import rank_for_agents
 from recagents.papers.agent4rec.loop import simulate
 from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES
 from recagents.papers.agent4rec.traits import compute_traits
-from recagents.protocol import PaperRun, RunOptions, metric_rows
+from recagents.protocol import PaperRun, Ranking, RankTask, RunOptions, metric_rows
 
 PAPER = "Agent4Rec"
+NOTEBOOK = "02_agent4rec"
+DATASET = "ml-100k"
 
 #: The recommenders :func:`run` compares (the paper's five).
 METHODS = tuple(RECOMMENDERS)
 
-#: Agents when :attr:`RunOptions.n_users` is ``None`` (notebook 02's default profile; the
-#: paper: 1,000).
-DEFAULT_USERS = 6
+#: Agent4Rec simulates users; it ranks no shared candidates.
+RANKERS: tuple[str, ...] = ()
 
 #: The tables of :attr:`PaperRun.tables` returned by :func:`run`.
-TABLES = ("agents", "rankings", "exposures", "sessions", "engagement", "problems")
+TABLES = ("agents", "rankings", "exposures", "sessions", "engagement", "summary", "problems")
+
+#: Sizes per profile, read by notebook 02 and by :func:`run`: agents, pages, recommenders,
+#: taste-probe ratios, feedback kinds, bubble rounds, causal-discovery threshold, training
+#: epochs and recorded agents replayed (-1: all 1,000). The paper: 1,000 agents.
+PROFILES: dict[str, dict[str, Any]] = {
+    "smoke": {"agents": 2, "pages": 1, "recommenders": ["Random", "Pop"], "ratios": [1, 9],
+              "feedback": ["viewed"], "rounds": 1, "min_exposures": 1, "epochs": 3, "replay": 60},
+    "default": {"agents": 8, "pages": 5, "recommenders": ["Random", "Pop", "MF",
+                "MultVAE", "LightGCN"], "ratios": [1, 2, 3, 9], "feedback": ["viewed", "unviewed"],
+                "rounds": 2, "min_exposures": 2, "epochs": 30, "replay": -1},
+    "paper": {"agents": 1000, "pages": 5, "recommenders": ["Random", "Pop", "MF",
+              "MultVAE", "LightGCN"], "ratios": [1, 2, 3, 9], "feedback": ["viewed", "unviewed",
+              "random"], "rounds": 5, "min_exposures": 10, "epochs": 300,
+              "replay": -1},
+}  # fmt: skip
+
+
+def train_config(profile: Mapping[str, Any]) -> baselines.TrainConfig:
+    """The recommenders' training settings at a profile: its epochs, early stopping after 10."""
+    return baselines.TrainConfig(epochs=int(profile["epochs"]), stopping_step=10, seed=2020)
+
+
+@dataclass(frozen=True)
+class Population:
+    """The simulated world: the paper's split, every user's traits, the items, the agents' users.
+
+    Attributes:
+        split: :func:`random_split` of every eligible user (the recommenders train on all).
+        traits: :func:`compute_traits` of every user of the dataset.
+        lines: Item text by id, as an agent sees it (:func:`item_lines`).
+        users: The eligible users, sorted.
+        agent_users: The users drawn to become agents, sorted.
+    """
+
+    split: Split
+    traits: pd.DataFrame
+    lines: dict[str, str]
+    users: list[str]
+    agent_users: list[str]
+
+
+def population(dataset: Dataset, config: Agent4RecConfig, n_agents: int) -> Population:
+    """Step 1: the split, the traits, the item lines and ``n_agents`` users drawn, all seeded."""
+    split = random_split(dataset, n_users=None, seed=config.seed)
+    users = sorted(split.train[USER].unique())
+    drawn = np.random.default_rng(config.seed).choice(users, n_agents, replace=False)
+    return Population(split, compute_traits(dataset), item_lines(dataset, split), users,
+                      sorted(drawn))  # fmt: skip
+
+
+def make_agents(
+    world: Population, config: Agent4RecConfig, client: LLMClient, log: RunLog
+) -> dict[str, Agent]:
+    """Step 2: one agent per drawn user, its persona written from its training ratings only."""
+    keep = set(world.agent_users)
+    split = world.split
+    own = Split(
+        train=split.train[split.train[USER].isin(keep)],
+        valid=split.valid[split.valid[USER].isin(keep)],
+        test=split.test[split.test[USER].isin(keep)],
+        name=split.name,
+    )
+    return build_agents(own, world.traits, world.lines, config, client, log)
+
+
+@dataclass
+class Browsed:
+    """What the agents did with each recommender's list.
+
+    Attributes:
+        rankings: Each recommender's lists, ``[user_id, item_id, score, rank]``.
+        models: Each recommender's trained model (``None``: Random), for retraining.
+        exposures: Every item shown (:mod:`~recagents.papers.agent4rec.frames`).
+        sessions: Every agent session.
+    """
+
+    rankings: dict[str, pd.DataFrame]
+    models: dict[str, Any]
+    exposures: pd.DataFrame
+    sessions: pd.DataFrame
+
+
+def browse(
+    world: Population,
+    agents: dict[str, Agent],
+    recommenders: Sequence[str],
+    config: Agent4RecConfig,
+    client: LLMClient,
+    log: RunLog,
+    training: baselines.TrainConfig,
+) -> Browsed:
+    """Step 3: each recommender's list for the agents, browsed page by page.
+
+    Each recommender ranks for the agents (:func:`rank_for_agents`, trained with ``training``)
+    and every agent browses its list (:func:`simulate`); calls and problems go to ``log``.
+    """
+    rankings, models, exposures, sessions = {}, {}, [], []
+    for name in recommenders:
+        ranked, model = rank_for_agents(
+            name, world.split, world.agent_users, config.list_length, training, seed=config.seed
+        )
+        rankings[name], models[name] = ranked, model
+        shown, visits = simulate(agents, ranked, world.lines, TRAIT_SENTENCES, name, config,
+                                 client, log)  # fmt: skip
+        exposures.append(shown)
+        sessions.append(visits)
+    return Browsed(rankings, models, pd.concat(exposures, ignore_index=True),
+                   pd.concat(sessions, ignore_index=True))  # fmt: skip
+
+
+def summarize(
+    agents: dict[str, Agent],
+    browsed: Browsed,
+    config: Agent4RecConfig,
+    log: RunLog,
+    n_boot: int,
+    started: float,
+) -> PaperRun:
+    """Step 4: the engagement per recommender with 95% intervals, as a PaperRun.
+
+    View, like, exit page and satisfaction per agent (:func:`engagement`), summarised per
+    recommender (:func:`engagement_summary`). ``log`` holds the run's calls; ``started`` is
+    the run's ``time.perf_counter()`` at its start.
+    """
+    per_agent = engagement(browsed.exposures, browsed.sessions,
+                           like_threshold=config.like_threshold)  # fmt: skip
+    summary = engagement_summary(per_agent, n_boot=n_boot, seed=config.seed)
+    agent_rows = [
+        {USER: user, **{t: agent.traits.get(t) for t in TRAITS}, "persona": agent.persona,
+         "memories": len(agent.memory)}
+        for user, agent in sorted(agents.items())
+    ]  # fmt: skip
+    tables = {
+        "agents": pd.DataFrame(agent_rows, columns=[USER, *TRAITS, "persona", "memories"]),
+        "rankings": pd.concat(
+            [ranked.assign(recommender=name) for name, ranked in browsed.rankings.items()],
+            ignore_index=True,
+        ),
+        "exposures": browsed.exposures,
+        "sessions": browsed.sessions,
+        "engagement": per_agent,
+        "summary": summary,
+        "problems": pd.DataFrame(sorted(log.problems.items()), columns=["problem", "count"]),
+    }
+    metrics = metric_rows(summary, ("recommender",))
+    return PaperRun(PAPER, config, tables, metrics, log, time.perf_counter() - started)
 
 
 def run(
@@ -48,23 +197,17 @@ def run(
     config: Agent4RecConfig | None = None,
     options: RunOptions | None = None,
 ) -> PaperRun:
-    """Agent4Rec's recommender comparison in one call (the paper's Table 2).
+    """Agent4Rec's recommender comparison in one call (the paper's Table 2), as notebook 02.
 
-    :func:`random_split` of every eligible user (seeded by ``config.seed``); the traits of
-    every user (:func:`compute_traits`) and ``options.n_users`` agents drawn among the
-    training users with their personas (:func:`build_agents`); each recommender ranks for the
-    agents (:func:`rank_for_agents`, trained with ``options.training``) and every agent
-    browses its list page by page (:func:`simulate`); view, like, exit page and satisfaction
-    per agent (:func:`engagement`) summarised per recommender (:func:`engagement_summary`).
+    :func:`population`, :func:`make_agents`, :func:`browse`, :func:`summarize`.
 
     Args:
         dataset: The dataset (with ratings).
-        config: The paper's settings (default: the paper's).
-        options: The shared arguments (:class:`~recagents.protocol.RunOptions`); here
-            ``n_users`` (agents) defaults to :data:`DEFAULT_USERS`, ``methods`` are
-            recommenders of :data:`METHODS` (default: all five), ``training`` is the
-            recommenders' (default: RecBole's, early stopping) and ``progress`` is unused
-            (the simulator shows the client's progress).
+        config: The simulation's settings (default: the paper's, with the profile's pages).
+        options: The shared arguments (:class:`~recagents.protocol.RunOptions`): ``n_users``
+            (agents) and ``methods`` (recommenders of :data:`METHODS`) default to the
+            profile's, ``training`` (the recommenders') to :func:`train_config` of the
+            profile; ``progress`` is unused (the simulator shows the client's progress).
 
     Returns:
         :class:`~recagents.protocol.PaperRun` with :data:`TABLES` and
@@ -72,62 +215,25 @@ def run(
         and ``satisfaction``. Unusable replies are counted in the ``problems`` table.
     """
     started = time.perf_counter()
-    config = config or Agent4RecConfig()
     options = options or RunOptions()
-    recommenders = options.chosen_methods(PAPER, METHODS)
-    n_users = DEFAULT_USERS if options.n_users is None else options.n_users
-    client = options.resolved_client()
-    split = random_split(dataset, n_users=None, seed=config.seed)
-    traits = compute_traits(dataset)
-    lines = item_lines(dataset, split)
-    users = sorted(split.train[USER].unique())
-    drawn = np.random.default_rng(config.seed).choice(users, n_users, replace=False)
-    agent_users = sorted(drawn)
-    own = RunLog()
-    agents = build_agents(_restricted(split, agent_users), traits, lines, config, client, own)
-    exposures, sessions, rankings = [], [], []
-    for name in recommenders:
-        ranked, _ = rank_for_agents(
-            name, split, agent_users, config.list_length, options.training, seed=config.seed
-        )
-        shown, visits = simulate(agents, ranked, lines, TRAIT_SENTENCES, name, config, client,
-                                 own)  # fmt: skip
-        exposures.append(shown)
-        sessions.append(visits)
-        rankings.append(ranked.assign(recommender=name))
+    profile = options.sizes(PROFILES)
+    config = config or Agent4RecConfig(max_pages=int(profile["pages"]))
+    recommenders = options.chosen_methods(PAPER, METHODS, profile["recommenders"])
+    training = options.training or train_config(profile)
+    client, own = options.resolved_client(), RunLog()
+    world = population(dataset, config, options.users(PROFILES, "agents"))
+    agents = make_agents(world, config, client, own)
+    browsed = browse(world, agents, recommenders, config, client, own, training)
     options.record(own)
-    exposure_frame = pd.concat(exposures, ignore_index=True)
-    session_frame = pd.concat(sessions, ignore_index=True)
-    per_agent = engagement(exposure_frame, session_frame, like_threshold=config.like_threshold)
-    summary = engagement_summary(per_agent, n_boot=options.n_boot, seed=config.seed)
-    tables = {
-        "agents": _agent_table(agents),
-        "rankings": pd.concat(rankings, ignore_index=True),
-        "exposures": exposure_frame,
-        "sessions": session_frame,
-        "engagement": per_agent,
-        "problems": pd.DataFrame(sorted(own.problems.items()), columns=["problem", "count"]),
-    }
-    wall = time.perf_counter() - started
-    return PaperRun(PAPER, config, tables, metric_rows(summary, ("recommender",)), own, wall)
+    return summarize(agents, browsed, config, own, options.n_boot, started)
 
 
-def _restricted(split: Split, users: Sequence[str]) -> Split:
-    """The split kept to ``users`` (the agents are built from their training ratings only)."""
-    keep = set(users)
-    return Split(
-        train=split.train[split.train[USER].isin(keep)],
-        valid=split.valid[split.valid[USER].isin(keep)],
-        test=split.test[split.test[USER].isin(keep)],
-        name=split.name,
-    )
+def rank(
+    task: RankTask, config: Any = None, options: RunOptions | None = None
+) -> dict[str, Ranking]:
+    """Not available: Agent4Rec simulates users; it ranks no shared candidates.
 
-
-def _agent_table(agents: dict[str, Agent]) -> pd.DataFrame:
-    """``[user_id, activity, conformity, diversity, persona, memories]``, one row per agent."""
-    rows = [
-        {USER: user, **{t: agent.traits.get(t) for t in TRAITS}, "persona": agent.persona,
-         "memories": len(agent.memory)}
-        for user, agent in sorted(agents.items())
-    ]  # fmt: skip
-    return pd.DataFrame(rows, columns=[USER, *TRAITS, "persona", "memories"])
+    Raises:
+        NotImplementedError: Always.
+    """
+    raise NotImplementedError("Agent4Rec simulates users; it ranks no shared candidates")

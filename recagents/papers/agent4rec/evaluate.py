@@ -102,7 +102,7 @@ def taste_probe(
     rank_in_user = out.groupby(USER).cumcount()
     out["predicted"] = pd.array(
         [
-            int(bool(answers[u][k])) if answers[u] is not None and k < len(answers[u]) else None
+            int(bool(watch[k])) if (watch := answers[u]) is not None and k < len(watch) else None
             for u, k in zip(out[USER], rank_in_user, strict=True)
         ],
         dtype="Int64",
@@ -169,9 +169,10 @@ def rank_for_agents(
 
     if name not in RECOMMENDERS:
         raise ValueError(f"recommender must be one of {list(RECOMMENDERS)}, got {name!r}")
-    if RECOMMENDERS[name] is None:
+    recbole = RECOMMENDERS[name]
+    if recbole is None:
         return random_ranking(split, users, k, seed), None
-    model = baselines.train_baseline(RECOMMENDERS[name], split, train, progress=False)
+    model = baselines.train_baseline(recbole, split, train, progress=False)
     return model.top_k(list(users), k, exclude=exposure_mask(split), seed=seed), model
 
 

@@ -1,8 +1,19 @@
-"""The log formats the Agent4Rec analyses read, and the checks every analysis runs first.
+"""The log formats every Agent4Rec analysis reads, and the checks each one runs first.
 
-Column names of the ``exposures`` and ``sessions`` frames (described in
-:mod:`recagents.papers.agent4rec.analysis`) and small validators that turn a malformed frame
-into a ValueError naming what is wrong.
+Our simulation (:func:`recagents.papers.agent4rec.loop.simulate`) and the authors' recorded
+run (:func:`recagents.papers.agent4rec.recorded.load_official_run`) give the same frames:
+
+* ``exposures``: one row per item shown: ``user_id`` (str), ``recommender`` (str), ``page``
+  (1-based), ``position`` (0-based within the page), ``item_id`` (str), ``aligned``
+  (nullable boolean), ``watched`` (bool), ``rating`` (1-5, NaN when not watched) and
+  ``feeling`` (str, ``""`` when none).
+* ``sessions``: one row per agent session: ``user_id``, ``recommender``, ``exit_page`` (last
+  page seen), ``exited`` (the agent chose to leave) and ``satisfaction`` (1-10, NaN when the
+  interview failed).
+* ``traits``: ``user_id``, the levels ``activity``, ``conformity``, ``diversity`` (1..3) and
+  the raw statistics ``n_ratings``, ``conformity_mse``, ``n_top_genres``.
+
+The validators turn a malformed frame into a ValueError naming what is wrong.
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ SUMMARY_COLUMNS = ["recommender", "metric", "mean", "low", "high", "n"]
 # --------------------------------------------------------------------------- validation
 
 
-def _require(frame: pd.DataFrame, columns: Iterable[str], name: str) -> None:
+def require(frame: pd.DataFrame, columns: Iterable[str], name: str) -> None:
     """Raise a ValueError naming the missing columns of ``frame``."""
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}")
@@ -44,7 +55,7 @@ def _require(frame: pd.DataFrame, columns: Iterable[str], name: str) -> None:
         raise ValueError(f"{name} is missing column(s) {missing}; it has {list(frame.columns)}")
 
 
-def _as_series(values: pd.Series | dict, name: str) -> pd.Series:
+def as_series(values: pd.Series | dict, name: str) -> pd.Series:
     """An item-keyed lookup Series with string index."""
     if isinstance(values, dict):
         values = pd.Series(values, dtype=object)
@@ -57,18 +68,20 @@ def _as_series(values: pd.Series | dict, name: str) -> pd.Series:
     return out
 
 
-def _check_unknown(ids: Iterable[str], lookup: pd.Series, name: str) -> None:
+def check_unknown(ids: Iterable[str], lookup: pd.Series, name: str) -> None:
+    """Raise a ValueError naming the ids that ``lookup`` (called ``name``) lacks."""
     missing = sorted(set(ids) - set(lookup.index))
     if missing:
         raise ValueError(f"{len(missing)} item(s) missing from {name}, e.g. {missing[:5]}")
 
 
-def _check_boot(n_boot: int) -> None:
+def check_boot(n_boot: int) -> None:
+    """Raise a ValueError unless ``n_boot`` is an integer of at least 1."""
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
         raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
 
 
-def _bool_column(series: pd.Series, name: str) -> pd.Series:
+def bool_column(series: pd.Series, name: str) -> pd.Series:
     """Booleans from a bool/0-1/nullable column; missing values count as False."""
     try:
         values = series.astype("boolean")

@@ -24,7 +24,7 @@ from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agent4rec.agents import Agent
 from recagents.papers.agent4rec.config import Agent4RecConfig
 from recagents.papers.agent4rec.prompts import (
-    _SENTENCE_SCHEMA,
+    SENTENCE_SCHEMA,
     exit_messages,
     exit_schema,
     interview_messages,
@@ -39,7 +39,7 @@ from recagents.papers.agent4rec.prompts import (
 _NOTHING_WATCHED = {"aligned": None, "watched": False, "rating": None, "feeling": ""}
 
 
-def _recall(agent: Agent, query: str, k: int, embed: Any) -> list[str]:
+def recall(agent: Agent, query: str, k: int, embed: Any) -> list[str]:
     """The ``k`` memories nearest to ``query`` (all of them when there are at most ``k``)."""
     if len(agent.memory) <= k:
         return list(agent.memory)
@@ -122,7 +122,7 @@ def show_page(ctx: RunContext, visit: Visit, users: list[str], page: int) -> Non
     messages = []
     for user, texts in zip(users, shown, strict=True):
         agent = visit.agents[user]
-        recalled = _recall(agent, "\n".join(texts), config.memory_top_k, visit.embed)
+        recalled = recall(agent, "\n".join(texts), config.memory_top_k, visit.embed)
         messages.append(page_messages(agent, page, texts, recalled, visit.sentences, config.domain))
     results = ctx.ask(
         "page", users, messages, [page_schema(len(t)) for t in shown],
@@ -181,7 +181,7 @@ def decide_exit(ctx: RunContext, visit: Visit, users: list[str], page: int) -> l
         exit_messages(
             visit.agents[u],
             page,
-            _recall(visit.agents[u], f"page {page}", config.memory_top_k, visit.embed),
+            recall(visit.agents[u], f"page {page}", config.memory_top_k, visit.embed),
             visit.sentences,
             config.domain,
         )
@@ -216,7 +216,7 @@ def reflect(ctx: RunContext, visit: Visit, users: list[str], page: int) -> None:
     config = visit.config
     messages = [reflection_messages(visit.agents[u], config.domain) for u in users]
     results = ctx.ask(
-        "reflection", users, messages, _SENTENCE_SCHEMA, temperature=config.temperature,
+        "reflection", users, messages, SENTENCE_SCHEMA, temperature=config.temperature,
         max_tokens=100, desc=f"{visit.recommender} reflect {page}",
     )  # fmt: skip
     for user, result in zip(users, results, strict=True):
@@ -257,7 +257,7 @@ def interview(ctx: RunContext, visit: Visit) -> None:
 
 
 def visit_frames(visit: Visit) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The visit's ``(exposures, sessions)`` in the format of :mod:`~.analysis`."""
+    """The visit's ``(exposures, sessions)`` in the format of :mod:`~.frames`."""
     exposure_frame = pd.DataFrame(visit.exposures)
     if len(exposure_frame):
         exposure_frame["aligned"] = exposure_frame["aligned"].astype("boolean")
@@ -290,7 +290,7 @@ def simulate(
         agents: The agents (their memories are reset for this visit).
         ranked: ``[user_id, item_id, rank]``, at least ``list_length`` items per agent.
         lines: Item text by id.
-        sentences: Trait level sentences (``analysis.TRAIT_SENTENCES``).
+        sentences: Trait level sentences (``prompts.TRAIT_SENTENCES``).
         recommender: Its name, copied into the frames.
         config: Settings.
         client: LLM client.
@@ -298,7 +298,7 @@ def simulate(
         embed: Embedding function for memory retrieval (default: the offline MiniLM).
 
     Returns:
-        ``(exposures, sessions)`` in the format of :mod:`recagents.papers.agent4rec.analysis`.
+        ``(exposures, sessions)`` in the format of :mod:`recagents.papers.agent4rec.frames`.
     """
     config = config or Agent4RecConfig()
     ctx = RunContext(client or get_client(), log if log is not None else RunLog(), "page")

@@ -136,7 +136,8 @@ def persona_text(data: Any) -> str | None:
     for taste in data["tastes"]:
         if not isinstance(taste, dict) or not isinstance(taste.get("taste"), str):
             continue
-        reason = taste.get("reason") if isinstance(taste.get("reason"), str) else ""
+        reason = taste.get("reason")
+        reason = reason if isinstance(reason, str) else ""
         if taste["taste"].strip():
             tastes.append(
                 f"- {taste['taste'].strip()}" + (f" ({reason.strip()})" if reason.strip() else "")
@@ -303,7 +304,7 @@ def reflection_messages(agent: Agent, domain: str = "movie") -> list:
     ]
 
 
-_SENTENCE_SCHEMA = {
+SENTENCE_SCHEMA = {
     "type": "object",
     "properties": {"sentence": {"type": "string", "maxLength": 300}},
     "required": ["sentence"],

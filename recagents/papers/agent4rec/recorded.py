@@ -40,9 +40,6 @@ OFFICIAL_MAX_PAGES = 5
 # --------------------------------------------------------------------------- official run
 
 
-UnsafePickleError = safepickle.UnsafePickleError
-
-
 def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
     """Load one official per-agent behaviour pickle without running code from it.
 
@@ -59,8 +56,8 @@ def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
         The stored object: ``{page: {...}, ..., "interview": [...]}``.
 
     Raises:
-        UnsafePickleError: If the file asks for something the allow-list refuses; the
-            message names the file and the global.
+        recagents.data.safepickle.UnsafePickleError: The file asks for something the
+            allow-list refuses; the message names the file and the global.
     """
     obj = safepickle.load(path, allow=safepickle.NUMPY_PLAIN)
     return _to_plain(obj) if plain else obj
@@ -157,10 +154,19 @@ def official_run_dir(recorded: str | Path | None = "auto") -> Path | None:
     return Path(recorded).expanduser()
 
 
-_NOT_AVAILABLE = (
-    "the official Agent4Rec recorded run is not available: pass its folder, or set "
-    f"${OFFICIAL_ENV} to it (nothing beside the repository is searched)"
-)
+def run_folder(folder: str | Path | None = None) -> Path:
+    """``folder``, or when it is ``None`` the one :func:`official_run_dir` names.
+
+    Raises:
+        FileNotFoundError: No folder is given or set (the message names ``$OFFICIAL_ENV``).
+    """
+    found = Path(folder) if folder is not None else official_run_dir()
+    if found is None:
+        raise FileNotFoundError(
+            "the official Agent4Rec recorded run is not available: pass its folder, or set "
+            f"${OFFICIAL_ENV} to it (nothing beside the repository is searched)"
+        )
+    return found
 
 
 _OFFICIAL_FILES = (
@@ -465,11 +471,7 @@ def load_official_run(folder: str | Path | None = None) -> OfficialRun:
         RecordedRunError: A line of the run file breaks a rule of :func:`read_run_records`
             (the message names the file, the line and the field).
     """
-    if folder is None:
-        folder = official_run_dir()
-        if folder is None:
-            raise FileNotFoundError(_NOT_AVAILABLE)
-    folder = Path(folder)
+    folder = run_folder(folder)
     missing = [name for name in _OFFICIAL_FILES if not (folder / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{folder} lacks the official run file(s) {missing}")

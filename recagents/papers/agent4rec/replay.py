@@ -23,13 +23,13 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, USER
-from recagents.llm.client import ChatRequest
+from recagents.llm.client import ChatRequest, LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.llm.scripted import ScriptedClient
 from recagents.papers.agent4rec.agents import Agent
@@ -38,10 +38,10 @@ from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES
 from recagents.papers.agent4rec.recorded import (
     OFFICIAL_RECOMMENDER,
     load_official_run,
-    official_run_dir,
     parse_satisfaction,
     read_release_csv,
     read_run_records,
+    run_folder,
 )
 from recagents.papers.agent4rec.scripted import request_kind
 
@@ -102,12 +102,7 @@ def read_recorded_visits(
             the file, the line and the field, see
             :func:`~recagents.papers.agent4rec.recorded.read_run_records`).
     """
-    folder = Path(folder) if folder is not None else official_run_dir()
-    if folder is None:
-        raise FileNotFoundError(
-            "the official Agent4Rec recorded run is not available: pass its folder or set "
-            "$RECAGENTS_AGENT4REC_RECORDED"
-        )
+    folder = run_folder(folder)
     path = folder / "run_lightgcn_1000.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{folder} lacks run_lightgcn_1000.jsonl")
@@ -403,7 +398,7 @@ def replay_official(
     """
     from recagents.papers.agent4rec.loop import simulate
 
-    folder = Path(folder) if folder is not None else official_run_dir()
+    folder = run_folder(folder)
     visits = read_recorded_visits(folder, n_agents)
     official = load_official_run(folder)
     config = replace(config or Agent4RecConfig(), reflect_after=())
@@ -429,9 +424,10 @@ def replay_official(
     log = RunLog()
     client = recorded_client(visits, config.max_pages)
     lines = _lines(folder)
+    # A ScriptedClient answers the same batched requests as an LLMClient (duck-typed).
     exposures, sessions = simulate(
-        agents, ranked, lines, TRAIT_SENTENCES, OFFICIAL_RECOMMENDER, config, client, log,
-        _hash_embed,
+        agents, ranked, lines, TRAIT_SENTENCES, OFFICIAL_RECOMMENDER, config,
+        cast(LLMClient, client), log, _hash_embed,
     )  # fmt: skip
     truncated = sum(
         len(str(f)) > _FEELING_MAX for v in visits.values() for p in v.pages for f in p["feeling"]

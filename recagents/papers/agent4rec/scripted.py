@@ -150,9 +150,9 @@ def browsing_policy(genres: dict[str, set[str]], exit_after: int = 3) -> Any:
                 sentence = "I am unsatisfied: nothing I watched so far matched my taste."
             return {"sentence": sentence}
         if kind == "interview":
-            liked = sum(r >= 4 for r in _ratings_in(system))
-            score = 1 + min(9, liked)
-            return {"satisfaction": score, "reason": f"Scripted: I liked {liked} items."}
+            n_liked = sum(r >= 4 for r in _ratings_in(system))
+            score = 1 + min(9, n_liked)
+            return {"satisfaction": score, "reason": f"Scripted: I liked {n_liked} items."}
         return PASS
 
     return policy

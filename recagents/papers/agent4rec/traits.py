@@ -21,11 +21,11 @@ from recagents.metrics import bootstrap_ci
 from recagents.papers.agent4rec.config import TRAIT_CUTS, TRAITS
 from recagents.papers.agent4rec.frames import (
     RECOMMENDER,
-    _as_series,
-    _bool_column,
-    _check_boot,
-    _check_unknown,
-    _require,
+    as_series,
+    bool_column,
+    check_boot,
+    check_unknown,
+    require,
 )
 
 if TYPE_CHECKING:
@@ -109,10 +109,10 @@ def compute_traits(
     if ties not in ("lower", "upper"):
         raise ValueError(f"ties must be 'lower' or 'upper', got {ties!r}")
     frame = dataset.interactions
-    _require(frame, [USER, ITEM, RATING], "dataset.interactions")
+    require(frame, [USER, ITEM, RATING], "dataset.interactions")
     if dataset.items is None:
         raise ValueError("compute_traits needs the item table (genres) of the dataset")
-    _require(dataset.items, [ITEM, GENRES], "dataset.items")
+    require(dataset.items, [ITEM, GENRES], "dataset.items")
     frame = frame[[USER, ITEM, RATING]].dropna()
     if frame.empty:
         raise ValueError("dataset has no rated interactions")
@@ -182,21 +182,21 @@ def trait_behaviour(
     Raises:
         ValueError: On a missing column or a watched item missing from the lookups.
     """
-    _require(exposures, [USER, RECOMMENDER, ITEM, "watched", RATING], "exposures")
-    _require(sessions, [USER, RECOMMENDER, "exit_page"], "sessions")
-    _require(traits, [USER, *TRAITS], "traits")
-    means = _as_series(item_mean_rating, "item_mean_rating")
-    genres = _as_series(item_genres, "item_genres")
+    require(exposures, [USER, RECOMMENDER, ITEM, "watched", RATING], "exposures")
+    require(sessions, [USER, RECOMMENDER, "exit_page"], "sessions")
+    require(traits, [USER, *TRAITS], "traits")
+    means = as_series(item_mean_rating, "item_mean_rating")
+    genres = as_series(item_genres, "item_genres")
     keys = [RECOMMENDER, USER]
     frame = exposures[[*keys, ITEM, RATING]].copy()
     for column in (*keys, ITEM):
         frame[column] = frame[column].astype(str)
-    frame["watched"] = _bool_column(exposures["watched"], "exposures['watched']").to_numpy()
+    frame["watched"] = bool_column(exposures["watched"], "exposures['watched']").to_numpy()
     frame[RATING] = pd.to_numeric(frame[RATING], errors="coerce")
     seen = frame[frame["watched"]]
     rated = seen.dropna(subset=[RATING])
-    _check_unknown(rated[ITEM], means, "item_mean_rating")
-    _check_unknown(seen[ITEM], genres, "item_genres")
+    check_unknown(rated[ITEM], means, "item_mean_rating")
+    check_unknown(seen[ITEM], genres, "item_genres")
 
     sess = sessions[[*keys, "exit_page"]].copy()
     sess[RECOMMENDER] = sess[RECOMMENDER].astype(str)
@@ -242,7 +242,7 @@ def trait_anova(behaviour: pd.DataFrame, min_group: int = 2) -> pd.DataFrame:
     if isinstance(min_group, bool) or not isinstance(min_group, int) or min_group < 2:
         raise ValueError(f"min_group must be an integer >= 2, got {min_group!r}")
     needed = sorted({c for pair in TRAIT_MEASURES for c in pair})
-    _require(behaviour, needed, "behaviour")
+    require(behaviour, needed, "behaviour")
     groups = (
         list(behaviour.groupby(RECOMMENDER, sort=False))
         if RECOMMENDER in behaviour
@@ -343,8 +343,8 @@ def trait_figure(
     from recagents.plotting import REFERENCE_STYLES, integer_axis, note_if_degenerate
 
     needed = sorted({c for pair in TRAIT_MEASURES for c in pair})
-    _require(behaviour, needed, "behaviour")
-    _check_boot(n_boot)
+    require(behaviour, needed, "behaviour")
+    check_boot(n_boot)
     unknown = sorted(set(recorded or {}) - {m for _, m in TRAIT_MEASURES})
     if unknown:
         known = [m for _, m in TRAIT_MEASURES]
@@ -371,8 +371,8 @@ def trait_figure(
             more = ax.get_legend_handles_labels()
             handles += [h for h, lab in zip(*more, strict=True) if lab not in labels]
             labels += [lab for lab in more[1] if lab not in labels]
-        title = "recommender" if recommenders != [None] else None
-        axes[-1].legend(handles, labels, title=title, fontsize=9,
+        legend_title = "recommender" if recommenders != [None] else None
+        axes[-1].legend(handles, labels, title=legend_title, fontsize=9,
                         loc="center left", bbox_to_anchor=(1.02, 0.5))  # fmt: skip
     fig.tight_layout()
     return fig

@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, TITLE, USER
-from recagents.data.datasets import Dataset
-from recagents.data.datasets import readable_title as _readable_title
+from recagents.data.datasets import Dataset, readable_title
 from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.agentcf.config import (
@@ -31,13 +30,13 @@ from recagents.papers.agentcf.config import (
     AgentCFConfig,
 )
 from recagents.papers.agentcf.prompts import (
-    _text_field,
     choice_schema,
     domain_wording,
     forward_messages,
     item_reflection_messages,
     item_reflection_schema,
     parse_choice,
+    text_field,
     user_reflection_messages,
     user_reflection_schema,
 )
@@ -130,7 +129,7 @@ def item_titles(dataset: Dataset, move_article: bool = True) -> dict[str, str]:
     titles: dict[str, str] = {}
     if items is not None and TITLE in items:
         for item_id, title in items[[ITEM, TITLE]].itertuples(index=False):
-            titles[item_id] = _readable_title(str(title), move_article)
+            titles[item_id] = readable_title(str(title), move_article)
     for item_id in dataset.interactions[ITEM].unique():
         titles.setdefault(item_id, f"item {item_id}")
     return titles
@@ -191,7 +190,7 @@ def verbalised_history(titles: Sequence[str], domain: str | None = "movie") -> s
 # --------------------------------------------------------------------------- training
 
 
-def _pair_texts(
+def pair_texts(
     state: AgentState, titles: dict[str, str], positive: str, negative: str, positive_first: bool
 ) -> tuple[str, str, int]:
     """The two lines shown, and which of them (1 or 2) is the positive."""
@@ -344,7 +343,7 @@ def apply_user_reflection(state: AgentState, user: str, data: Any) -> tuple[str,
         ``(before, after)``, ``after`` being ``None`` when the reply was unusable.
     """
     before = state.user_memory[user]
-    after = _text_field(data, "self_description")
+    after = text_field(data, "self_description")
     if after is not None:
         state.user_memory[user] = after
     return before, after
@@ -367,10 +366,10 @@ def apply_item_reflection(
         (NEGATIVE, negative, "other", update_negative),
     ):
         before = state.item(item)
-        after = _text_field(data, key)
-        stored = after is not None and store
-        if stored:
+        after = text_field(data, key)
+        if after is not None and store:
             state.item_memory[item].append(after)
+        stored = after is not None and store
         records.append(
             {ITEM: item, "role": role, "before": before, "after": after, "stored": stored}
         )
@@ -400,7 +399,7 @@ def pair_outcomes(
     """
     outcomes = []
     for row in rows:
-        first, second, preferred = _pair_texts(
+        first, second, preferred = pair_texts(
             state, titles, row[POSITIVE], row[NEGATIVE], row["positive_first"]
         )
         outcomes.append(
@@ -444,7 +443,7 @@ def forward_choices(
         chosen = parse_choice(result.data) if result.ok else None
         if chosen is not None:
             outcome["chosen"] = chosen
-            outcome["explanation"] = _text_field(result.data, "explanation") or ""
+            outcome["explanation"] = text_field(result.data, "explanation") or ""
             outcome["correct"] = chosen == outcome["preferred"]
             kept.append(outcome)
         ctx.log.events.append(_forward_event(outcome, where, chosen is not None))
@@ -468,7 +467,9 @@ def _forward_event(outcome: dict[str, Any], where: dict[str, int], ok: bool) -> 
     }
 
 
-def _reflection_texts(outcome: dict[str, Any], user_text: str) -> tuple:
+def _reflection_texts(
+    outcome: dict[str, Any], user_text: str
+) -> tuple[str, str, str, int, int | None, str | None]:
     """The arguments both reflection prompts share, in their order."""
     return (
         user_text,

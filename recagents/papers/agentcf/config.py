@@ -8,8 +8,10 @@ rankers and training modes, and the column names below are shared by the other m
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+from recagents.config import ConfigError, bounds, check_fields
 
 if TYPE_CHECKING:
     from recagents.data.datasets import Dataset
@@ -47,7 +49,8 @@ class AgentCFConfig:
             ``1`` makes every update sequential (the fix for "last write wins").
         rounds: Forward/reflection rounds per batch (the paper: 2).
         steps: Train on the first ``steps`` targets of every user only (``None``: all, as the
-            paper); fewer is a documented deviation that saves calls.
+            paper); fewer is a documented deviation that saves calls, and ``0`` trains
+            nothing (the untrained agents rank: a cheap smoke setting, not AgentCF).
         pair_order: Order of the pair in the forward prompt. The paper always shows the
             negative first (``"neg_first"``); ``"random"`` shuffles with ``seed``.
         update_negative: Also store the negative item's rewritten description (the paper
@@ -63,41 +66,50 @@ class AgentCFConfig:
         history_as_memories: B+H shows the history items' memories instead of titles only
             (the paper passes titles).
         seed: Seeds negatives, pair order and tie-breaks (RecBole's default seed).
+        zero_shot_history_len: History titles the zero-shot LLM ranker of
+            :func:`~recagents.papers.agentcf.entry.rank` shows (on shared candidates).
+        subsets: The subsets :func:`~recagents.papers.agentcf.entry.run` trains agents on,
+            each drawn anew (the paper: both).
+        candidate_pool: Where ``run``'s 9 test negatives come from: the ``"subset"``'s items
+            (the paper) or the whole ``"dataset"`` (for a subset too small for 1 + 9).
+        baselines: Classic models ``run`` trains on each subset (the paper's "sampled"
+            rows); only with ``candidate_pool="subset"``: they cannot score unseen items.
+        full_data_baselines: Classic models ``run`` trains on every user's data (the
+            paper's "full" rows).
+        sample_seed: Seeds ``run``'s user sample, test candidates, classic tie-breaks and
+            bootstrap intervals (notebook 01's ``SEED``).
     """
 
     domain: str | None = None
-    n_targets: int = 5
-    batch_size: int = 20
-    rounds: int = 2
-    steps: int | None = None
+    n_targets: int = field(default=5, metadata=bounds(1))
+    batch_size: int = field(default=20, metadata=bounds(1))
+    rounds: int = field(default=2, metadata=bounds(1))
+    steps: int | None = field(default=None, metadata=bounds(0))
     pair_order: Literal["neg_first", "pos_first", "random"] = "neg_first"
     update_negative: bool = False
     exclude_future_negatives: bool = False
-    user_words: int = 180
-    item_words: int = 50
-    temperature: float = 0.2
-    eval_temperature: float = 0.2
-    history_len: int = 20
+    user_words: int = field(default=180, metadata=bounds(10))
+    item_words: int = field(default=50, metadata=bounds(5))
+    temperature: float = field(default=0.2, metadata=bounds(0, 2))
+    eval_temperature: float = field(default=0.2, metadata=bounds(0, 2))
+    history_len: int = field(default=20, metadata=bounds(1))
     history_as_memories: bool = False
     seed: int = 2020
+    zero_shot_history_len: int = field(default=10, metadata=bounds(1))
+    subsets: tuple[Literal["dense", "sparse"], ...] = ("dense", "sparse")
+    candidate_pool: Literal["subset", "dataset"] = "subset"
+    baselines: tuple[str, ...] = ("Pop", "BPR", "SASRec", "LightGCN")
+    full_data_baselines: tuple[str, ...] = ("Pop", "BPR", "SASRec", "LightGCN")
+    sample_seed: int = 0
 
     def __post_init__(self) -> None:
-        checks = {
-            "n_targets": self.n_targets >= 1,
-            "batch_size": self.batch_size >= 1,
-            "rounds": self.rounds >= 1,
-            "steps": self.steps is None or 1 <= self.steps <= self.n_targets,
-            "pair_order": self.pair_order in ("neg_first", "pos_first", "random"),
-            "user_words": self.user_words >= 10,
-            "item_words": self.item_words >= 5,
-            "history_len": self.history_len >= 1,
-            "temperature": 0 <= self.temperature <= 2,
-            "eval_temperature": 0 <= self.eval_temperature <= 2,
-        }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = {name: getattr(self, name) for name in bad}
-            raise ValueError(f"invalid AgentCF settings: {values}")
+        check_fields(self)
+        if self.steps is not None and self.steps > self.n_targets:
+            raise ConfigError(
+                f"AgentCFConfig.steps={self.steps} is more than n_targets={self.n_targets}"
+            )
+        if not self.subsets:
+            raise ConfigError("AgentCFConfig.subsets=() names no subset: use dense and/or sparse")
 
     def for_dataset(self, dataset: Dataset) -> AgentCFConfig:
         """These settings with ``domain`` taken from the dataset when none was given."""
@@ -113,4 +125,4 @@ class AgentCFConfig:
     @property
     def n_steps(self) -> int:
         """Targets actually trained on per user."""
-        return self.steps or self.n_targets
+        return self.n_targets if self.steps is None else self.steps

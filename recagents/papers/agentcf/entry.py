@@ -1,174 +1,169 @@
-"""AgentCF's entry points: the paper's experiment in one call, and its rankers on shared candidates.
+"""AgentCF's plug-in: notebook 01's experiment in one call, and its rankers on shared candidates.
 
-:func:`run` is the one entry point every paper has, of the same shape
-(``run(dataset, config, options)`` -> :class:`~recagents.protocol.PaperRun`, the shared
-arguments in one :class:`~recagents.protocol.RunOptions`): it draws the dense subset, its 1
-+ 9 candidates, trains the agents by collaborative reflection and ranks with each variant
-(:func:`recagents.papers.agentcf.pipeline.run`), then scores NDCG@1/5/10 with 95% bootstrap
-intervals. :func:`rank` and :func:`rank_zero_shot` are what the cross-paper comparison
-calls: AgentCF (trained on the windows of the shared users) and the zero-shot LLMRank ranker
-on candidates it is given, from plain shared objects (a dataset, a split, a candidate
-frame). Everything here composes the package's public functions; nothing changes their
-behaviour.
+:func:`run` is notebook 01's headline experiment (each subset drawn, its agents trained by
+collaborative reflection, the LLM rankers and the classic models on 1 + 9 candidates, NDCG
+with 95% bootstrap intervals): the notebook calls it and reads its tables. :func:`rank` puts
+the zero-shot LLM ranker and AgentCF (trained on the shared users' windows) on candidates it
+is given, for the cross-paper comparison.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from recagents.columns import ITEM, LABEL, USER
-from recagents.data.atomic import DatasetError
+from recagents.baselines import TrainConfig
+from recagents.columns import USER
 from recagents.data.datasets import Dataset, Split
-from recagents.llm.client import LLMClient, get_client
 from recagents.llm.runlog import RunLog
-from recagents.metrics import ranking_metrics, summarize_methods
-from recagents.papers.agentcf.agents import (
-    AgentState,
-    initial_state,
-    item_titles,
-    train,
-)
-from recagents.papers.agentcf.config import VARIANTS, AgentCFConfig
+from recagents.metrics import summarize_methods
+from recagents.papers.agentcf import pipeline
+from recagents.papers.agentcf.agents import AgentState, item_titles
+from recagents.papers.agentcf.config import AgentCFConfig
 from recagents.papers.agentcf.evaluate import RankOutcome, rank_candidates
-from recagents.papers.agentcf.pipeline import run as run_pipeline
-from recagents.papers.agentcf.subsets import (
-    Subset,
-    make_subset,
-    schedule,
-    subset_candidates,
-    training_pairs,
-)
-from recagents.protocol import PaperRun, Ranking, RunOptions, metric_rows
+from recagents.papers.agentcf.subsets import shared_subset
+from recagents.protocol import PaperRun, Ranking, RankTask, RunOptions, metric_rows
 
 PAPER = "AgentCF"
+NOTEBOOK = "01_agentcf"
+DATASET = "ml-100k"
 
-#: The rankers :func:`run` compares by default (the paper's Table 2 rows).
-METHODS = ("B", "B+H", "B+R")
+#: The LLM rankers :func:`run` compares (beside the config's classic models and Random).
+METHODS = tuple(pipeline.LLM_RANKERS)
 
-#: Users in the subset when :attr:`RunOptions.n_users` is ``None`` (notebook 01's default
-#: profile; the paper: 100).
-DEFAULT_USERS = 6
+#: The zero-shot ranker of :func:`rank` (AgentCF's LLMRank prompt, no agents).
+ZERO_SHOT = "Zero-shot LLM"
 
-#: The tables of :attr:`PaperRun.tables` returned by :func:`run`.
-TABLES = ("windows", "candidates", "pairs", "rankings", "parses", "per_user", "events")
+#: What :func:`rank` puts on shared candidates (the names on notebook 06's leaderboard).
+RANKERS = (ZERO_SHOT, "AgentCF B", "AgentCF B+H", "AgentCF B+R")
 
-#: NDCG cut-offs of the headline metrics (the paper's Table 2).
-KS = (1, 5, 10)
+#: The tables of :attr:`PaperRun.tables` returned by :func:`run`, each with a ``subset``
+#: column (rankings, parses and per-user scores also a ``method`` column).
+TABLES = (
+    "windows", "candidates", "pairs", "rankings", "parses", "per_user", "summary", "events",
+)  # fmt: skip
+
+#: Notebook 01's sizes per profile: subsets, users per subset, training steps, batch size,
+#: the classic models' epochs, the models trained on all users, the users of the
+#: memory-quality experiment and the seeds of the B+R - B comparison.
+PROFILES: dict[str, dict[str, Any]] = {
+    "smoke": {"subsets": ["dense"], "n_users": 3, "steps": 1, "batch": 3, "epochs": 5,
+              "full_data": [], "memory_users": 0, "seeds": 2},
+    "default": {"subsets": ["dense"], "n_users": 8, "steps": 2, "batch": 8, "epochs": 100,
+                "full_data": ["Pop", "BPR"], "memory_users": 10, "seeds": 2},
+    "paper": {"subsets": ["dense", "sparse"], "n_users": 100, "steps": 5, "batch": 20,
+              "epochs": 300, "full_data": ["Pop", "BPR", "SASRec", "LightGCN"],
+              "memory_users": 100, "seeds": 5},
+}  # fmt: skip
+
+
+def default_config(profile: str = "default") -> AgentCFConfig:
+    """The settings notebook 01 builds from its default parameters at ``profile``."""
+    sizes = RunOptions(profile=profile).sizes(PROFILES)
+    return AgentCFConfig(
+        batch_size=sizes["batch"],
+        steps=sizes["steps"],
+        subsets=tuple(sizes["subsets"]),
+        full_data_baselines=tuple(sizes["full_data"]),
+    )
+
+
+def sample_training(profile: str = "default") -> TrainConfig:
+    """The classic models' training on a subset at ``profile`` (its ``epochs``)."""
+    return TrainConfig(epochs=RunOptions(profile=profile).sizes(PROFILES)["epochs"])
+
+
+@dataclass
+class AgentCFRun(PaperRun):
+    """:class:`~recagents.protocol.PaperRun` plus each subset's objects, for inspection.
+
+    Attributes:
+        parts: Subset kind -> its :class:`~recagents.papers.agentcf.pipeline.SubsetRun`
+            (the agents before and after training, the ranking outcomes, per-user scores).
+    """
+
+    parts: dict[str, pipeline.SubsetRun] = field(default_factory=dict)
 
 
 def run(
     dataset: Dataset,
     config: AgentCFConfig | None = None,
     options: RunOptions | None = None,
-) -> PaperRun:
-    """AgentCF's experiment in one call: train the agents, rank 1 + 9 candidates, score NDCG.
+) -> AgentCFRun:
+    """Notebook 01's experiment: per subset, train the agents, rank 1 + 9 candidates, score.
 
-    The dense subset of ``options.n_users`` users (:func:`make_subset`, seeded by ``config.seed``),
-    their test item and 9 negatives from the subset (:func:`subset_candidates`), then
-    :func:`recagents.papers.agentcf.pipeline.run` (initial agents, scheduled training pairs,
-    collaborative reflection, one ranking per variant). Notebook 01 runs the same steps one
-    by one, with more rankers and baselines beside them.
+    For each of ``config.subsets``: :func:`~recagents.papers.agentcf.pipeline.run_subset`
+    (users and candidates drawn with ``config.sample_seed``, agents trained, each method
+    ranks, then the classic models and Random), and NDCG@1/5/10 per method with 95% bootstrap
+    intervals over users.
 
     Args:
         dataset: The dataset (titles, genres, user features).
-        config: The paper's settings (default: the paper's).
-        options: The shared arguments (:class:`~recagents.protocol.RunOptions`); here
-            ``n_users`` defaults to :data:`DEFAULT_USERS`, ``methods`` are variants of
-            :data:`VARIANTS` (default :data:`METHODS`), ``log`` also receives the memory
-            events and ``training`` is unused (AgentCF trains no classic model).
+        config: The settings (default: notebook 01's at ``options.profile``,
+            :func:`default_config`).
+        options: The shared arguments (:class:`~recagents.protocol.RunOptions`): ``n_users``
+            per subset (default: the profile's), ``methods`` of :data:`METHODS`, ``training``
+            of the classic models on a subset (default: :func:`sample_training`).
 
     Returns:
-        :class:`~recagents.protocol.PaperRun` with :data:`TABLES` and ``ndcg@K/AgentCF <v>``.
+        :class:`AgentCFRun` with :data:`TABLES` and the metrics
+        ``ndcg@K/<subset>/<method>`` (e.g. ``ndcg@10/dense/AgentCF B+R``).
     """
     started = time.perf_counter()
-    config = (config or AgentCFConfig()).for_dataset(dataset)
     options = options or RunOptions()
-    variants = options.chosen_methods(PAPER, VARIANTS, METHODS)
-    n_users = DEFAULT_USERS if options.n_users is None else options.n_users
-    subset = make_subset(dataset, "dense", n_users, config.n_targets, seed=config.seed)
-    candidates = subset_candidates(subset, dataset, 9, seed=config.seed, pool="subset")
-    result = run_pipeline(
-        dataset, subset, candidates, config, variants, options.client, options.progress
+    config = (config or default_config(options.profile)).for_dataset(dataset)
+    methods = options.chosen_methods(PAPER, METHODS)
+    n_users = options.users(PROFILES, "n_users")
+    training = options.training or sample_training(options.profile)
+    client = options.resolved_client()
+    parts: dict[str, pipeline.SubsetRun] = {
+        kind: pipeline.run_subset(
+            dataset, kind, n_users, config, client, methods, config.sample_seed, training,
+            options.progress,
+        )
+        for kind in config.subsets
+    }  # fmt: skip
+    log = RunLog()
+    for part in parts.values():
+        log.extend(part.log)
+    options.record(log)
+    summary = _stacked(
+        {
+            kind: summarize_methods(part.per_user, n_boot=options.n_boot, seed=config.sample_seed)
+            for kind, part in parts.items()
+        }
     )
-    options.record(result.log)
-    truth = candidates.loc[candidates[LABEL] == 1, [USER, ITEM]]
-    names = {variant: f"AgentCF {variant}" for variant in variants}
-    per_user = {
-        names[v]: ranking_metrics(o.ranked, truth, ks=KS, metrics=("ndcg",))
-        for v, o in result.rankings.items()
-    }
-    summary = summarize_methods(per_user, n_boot=options.n_boot, seed=config.seed)
     tables = {
-        "windows": subset.windows,
-        "candidates": candidates,
-        "pairs": result.pairs,
-        "rankings": _stacked({names[v]: o.ranked for v, o in result.rankings.items()}),
-        "parses": _stacked({names[v]: o.parses for v, o in result.rankings.items()}),
-        "per_user": _stacked(per_user),
-        "events": result.log.events_frame(),
+        "windows": _stacked({k: p.subset.windows for k, p in parts.items()}),
+        "candidates": _stacked({k: p.candidates for k, p in parts.items()}),
+        "pairs": _stacked({k: p.pairs for k, p in parts.items()}),
+        "rankings": _stacked({k: _stacked(p.rankings, "method") for k, p in parts.items()}),
+        "parses": _stacked(
+            {
+                k: _stacked({m: o.parses for m, o in p.outcomes.items()}, "method")
+                for k, p in parts.items()
+            }
+        ),
+        "per_user": _stacked({k: _stacked(p.per_user, "method") for k, p in parts.items()}),
+        "summary": summary,
+        "events": _stacked({k: p.log.events_frame() for k, p in parts.items()}),
     }
+    metrics = metric_rows(summary, ("subset", "method"))
     wall = time.perf_counter() - started
-    return PaperRun(PAPER, config, tables, metric_rows(summary, ("method",)), result.log, wall)
+    return AgentCFRun(PAPER, config, tables, metrics, log, wall, parts)
 
 
-def _stacked(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One frame per method, stacked with a leading ``method`` column."""
-    parts = [frame.assign(method=name) for name, frame in frames.items()]
-    stacked = pd.concat(parts, ignore_index=True)
-    return stacked[["method", *[c for c in stacked.columns if c != "method"]]]
+def _stacked(frames: dict[str, pd.DataFrame], label: str = "subset") -> pd.DataFrame:
+    """One frame per name, stacked with a leading ``label`` column (the name)."""
+    whole = pd.concat([f.assign(**{label: name}) for name, f in frames.items()], ignore_index=True)
+    return whole[[label, *[c for c in whole.columns if c != label]]]
 
 
 # --------------------------------------------------------------------------- shared candidates
-
-
-def shared_subset(
-    dataset: Dataset, truth: pd.DataFrame, n_targets: int = 5, seed: int = 0
-) -> Subset:
-    """AgentCF's data for given users: each user's last ``n_targets + 3`` items.
-
-    :func:`make_subset` over every eligible user (``sparse``, seeded), kept to the users of
-    ``truth``, so each user's test item is the shared split's test item (both use
-    :func:`recagents.data.datasets.chronological_order`) and shared candidates apply unchanged.
-
-    Args:
-        dataset: The full dataset.
-        truth: ``[user_id, item_id]``: the users and their held-out test items.
-        n_targets: Training targets per user.
-        seed: Seeds the (unused beyond ordering) subset draw.
-
-    Raises:
-        DatasetError: A user has fewer than ``n_targets + 3`` interactions, or the
-            subset's test item differs from ``truth``'s.
-    """
-    full = make_subset(dataset, "sparse", None, n_targets, seed=seed)
-    wanted = set(truth[USER])
-    missing = wanted - set(full.windows[USER])
-    if missing:
-        raise DatasetError(
-            f"{len(missing)} protocol user(s) have fewer than {n_targets + 3} interactions, "
-            f"e.g. {sorted(missing)[:3]}; lower n_targets"
-        )
-
-    def keep(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame[frame[USER].isin(wanted)].reset_index(drop=True)
-
-    split = Split(
-        keep(full.split.train),
-        keep(full.split.valid),
-        keep(full.split.test),
-        name=f"{full.split.name}-crosspaper-{len(wanted)}",
-    )
-    subset = Subset(full.name, keep(full.windows), split)
-    ours = split.test.set_index(USER)[ITEM].sort_index()
-    theirs = truth.set_index(USER)[ITEM].sort_index()
-    if ours.to_dict() != theirs.to_dict():
-        raise DatasetError("AgentCF's test items differ from the shared split's")
-    return subset
 
 
 def _shared_truth(split: Split, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -182,119 +177,76 @@ def _status(outcome: RankOutcome) -> pd.DataFrame:
     return outcome.parses[[USER, "status"]].reset_index(drop=True)
 
 
-def rank_zero_shot(
-    dataset: Dataset,
-    split: Split,
-    candidates: pd.DataFrame,
+def rank(
+    task: RankTask,
     config: AgentCFConfig | None = None,
-    *,
-    history_len: int = 10,
-    client: LLMClient | None = None,
-    phase: str = "Zero-shot LLM",
-    seed: int = 0,
-) -> Ranking:
-    """The zero-shot LLM ranker on shared candidates: AgentCF's LLMRank prompt, no agents.
+    options: RunOptions | None = None,
+) -> dict[str, Ranking]:
+    """The zero-shot LLM ranker and AgentCF's variants on shared candidates.
 
-    Each user's last ``history_len`` titles before the test item and the candidates in
-    display order go to :func:`rank_candidates` (variant ``"LLMRank"``, prompt
-    :func:`recagents.papers.agentcf.prompts.llmrank_messages`); replies are checked with
-    :func:`recagents.protocol.parse_ranking` and completed by the ``repaired`` scorer. An
+    ``Zero-shot LLM``: each user's last ``config.zero_shot_history_len`` titles before the
+    test item and the candidates in display order, AgentCF's LLMRank prompt, no agents.
+    ``AgentCF <variant>``: the agents trained once by collaborative reflection on each user's
+    window (:func:`~recagents.papers.agentcf.subsets.shared_subset`; ``config.steps``: ``None``
+    trains every target, as the paper, ``0`` none), then each variant ranks; each variant's
+    ranking carries the shared training calls and time *plus* its own ranking, so a cost table
+    shows what one variant costs. Replies are checked with
+    :func:`recagents.protocol.parse_ranking` and completed by the ``repaired`` scorer; an
     unusable reply is ``failed`` in the status and its user ranked at random.
 
     Args:
-        dataset: The full dataset.
-        split: The shared leave-one-out split.
-        candidates: ``[user_id, item_id, label, position]`` of the users to rank for.
-        config: AgentCF settings (domain, sampling); ``history_len`` overrides its own.
-        history_len: History titles shown.
-        client: LLM client (default: the process-wide one).
-        phase: Label of the calls in the log.
-        seed: Seeds the subset draw (the shared protocol's seed).
-    """
-    client = client or get_client()
-    config = dataclasses.replace(config or AgentCFConfig(), history_len=history_len)
-    started = time.perf_counter()
-    truth = _shared_truth(split, candidates)
-    subset = shared_subset(dataset, truth, n_targets=max(1, history_len - 2), seed=seed)
-    log = RunLog()
-    outcome = rank_candidates(
-        AgentState({}, {}, {}), subset, candidates, item_titles(dataset), "LLMRank", config,
-        client, log, phase=phase,
-    )  # fmt: skip
-    wall = time.perf_counter() - started
-    return Ranking(phase, outcome.ranked, _status(outcome), log, wall)
-
-
-def rank(
-    dataset: Dataset,
-    split: Split,
-    candidates: pd.DataFrame,
-    config: AgentCFConfig | None = None,
-    *,
-    variants: Sequence[str] = METHODS,
-    train_steps: int | None = None,
-    client: LLMClient | None = None,
-    embed: Any | None = None,
-    progress: bool = False,
-    seed: int = 0,
-) -> dict[str, Ranking]:
-    """AgentCF trained on the candidates' users, then each variant ranking their candidates.
-
-    The steps of :func:`run`, timed separately: the agents are trained once by collaborative
-    reflection (:func:`train`) on each user's window (:func:`shared_subset`), then every
-    variant ranks with :func:`rank_candidates`. Each variant's result carries the shared
-    training calls and time *plus* its own ranking (each variant would need the training on
-    its own), so a cost table shows what one variant costs.
-
-    With ``train_steps`` only the first steps are trained (a documented deviation that saves
-    calls; ``None`` trains every target, as the paper). ``train_steps=0`` skips training
-    (the untrained agents rank: a cheap smoke setting, not AgentCF).
-
-    Args:
-        dataset: The full dataset.
-        split: The shared leave-one-out split.
-        candidates: ``[user_id, item_id, label, position]`` of the users to rank for.
-        config: AgentCF settings (default: the paper's).
-        variants: Rankers (:data:`VARIANTS`).
-        train_steps: Training steps per user (``None``: all; ``0``: none).
-        client: LLM client.
-        embed: Embedding function for B+R (default: :func:`recagents.llm.embed`).
-        progress: Show progress bars.
-        seed: Seeds the subset draw (the shared protocol's seed).
+        task: The shared candidates (``task.seed`` seeds the subsets).
+        config: AgentCF settings (default: the paper's); the prompts use the dataset's domain.
+        options: ``methods`` of :data:`RANKERS` (default: all), ``client``, ``log``,
+            ``progress``.
 
     Returns:
-        Variant -> its ranking, with note ``"no training"`` or ``"<n> training step(s)"``.
+        Method -> its ranking; AgentCF's note says ``"no training"`` or ``"<n> training
+        step(s)"``.
     """
-    client = client or get_client()
-    config = (config or AgentCFConfig()).for_dataset(dataset)
-    if train_steps is not None and train_steps > 0:
-        config = dataclasses.replace(config, steps=train_steps)
-    started = time.perf_counter()
-    subset = shared_subset(dataset, _shared_truth(split, candidates), config.n_targets, seed)
-    titles = item_titles(dataset)
-    state = initial_state(dataset, subset, config.domain)
-    train_log = RunLog()
-    if train_steps != 0:
-        pairs = schedule(
-            training_pairs(subset, config.seed, config.exclude_future_negatives),
-            config.batch_size,
-            config.steps,
-        )
-        state, train_log = train(state, pairs, subset, titles, config, client=client,
-                                 progress=progress)  # fmt: skip
-    train_wall = time.perf_counter() - started
-    note = "no training" if train_steps == 0 else f"{config.n_steps} training step(s)"
-    rankings = {}
-    for variant in variants:
-        began = time.perf_counter()
+    options = options or RunOptions()
+    config = (config or AgentCFConfig()).for_dataset(task.dataset)
+    methods = options.chosen_methods(PAPER, RANKERS)
+    client = options.resolved_client()
+    truth = _shared_truth(task.split, task.candidates)
+    titles = item_titles(task.dataset)
+    rankings: dict[str, Ranking] = {}
+    whole = RunLog()
+    if ZERO_SHOT in methods:
+        started = time.perf_counter()
+        history = config.zero_shot_history_len
+        subset = shared_subset(task.dataset, truth, max(1, history - 2), task.seed)
         log = RunLog()
-        log.extend(train_log)
         outcome = rank_candidates(
-            state, subset, candidates, titles, variant, config, client, log, embed=embed
-        )
-        wall = train_wall + time.perf_counter() - began
-        rankings[variant] = Ranking(
-            variant, outcome.ranked, _status(outcome), log, wall, note,
-            extra={"outcome": outcome, "state": state},
+            AgentState({}, {}, {}), subset, task.candidates, titles, "LLMRank",
+            dataclasses.replace(config, history_len=history), client, log, phase=ZERO_SHOT,
         )  # fmt: skip
-    return rankings
+        wall = time.perf_counter() - started
+        rankings[ZERO_SHOT] = Ranking(ZERO_SHOT, outcome.ranked, _status(outcome), log, wall)
+        whole.extend(log)
+    variants = [method.removeprefix("AgentCF ") for method in methods if method != ZERO_SHOT]
+    if variants:
+        started = time.perf_counter()
+        subset = shared_subset(task.dataset, truth, config.n_targets, task.seed)
+        _, _, state, train_log = pipeline.train_agents(
+            task.dataset, subset, titles, config, client, options.progress
+        )
+        whole.extend(train_log)
+        train_wall = time.perf_counter() - started
+        note = "no training" if config.n_steps == 0 else f"{config.n_steps} training step(s)"
+        for variant in variants:
+            began = time.perf_counter()
+            own = RunLog()
+            outcome = rank_candidates(state, subset, task.candidates, titles, variant, config,
+                                      client, own)  # fmt: skip
+            whole.extend(own)
+            log = RunLog()
+            log.extend(train_log)
+            log.extend(own)
+            wall = train_wall + time.perf_counter() - began
+            rankings[f"AgentCF {variant}"] = Ranking(
+                f"AgentCF {variant}", outcome.ranked, _status(outcome), log, wall, note,
+                extra={"outcome": outcome, "state": state},
+            )  # fmt: skip
+    options.record(whole)
+    return {method: rankings[method] for method in methods}

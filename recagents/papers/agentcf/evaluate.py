@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recagents.columns import ITEM, LABEL, USER
+from recagents.columns import ITEM, USER
 from recagents.data.datasets import POSITION
 from recagents.llm.client import ChatResult, LLMClient, get_client
 from recagents.llm.runlog import RunContext, RunLog
-from recagents.papers.agentcf.agents import AgentState, _pair_texts, verbalised_history
+from recagents.papers.agentcf.agents import AgentState, pair_texts, verbalised_history
 from recagents.papers.agentcf.config import NEGATIVE, POSITIVE, STEP, VARIANTS, AgentCFConfig
 from recagents.papers.agentcf.prompts import (
     choice_schema,
@@ -57,7 +57,7 @@ def pairwise_probe(
     for row in pairs.to_dict("records"):
         for order in orders:
             positive_first = order == "pos_first"
-            first, second, preferred = _pair_texts(
+            first, second, preferred = pair_texts(
                 state, titles, row[POSITIVE], row[NEGATIVE], positive_first
             )
             rows.append(
@@ -291,11 +291,3 @@ def _rank_outcome(
 def _item_text(state: AgentState, item: str) -> str:
     memory = state.item_memory.get(item)
     return memory[-1] if memory else ""
-
-
-# --------------------------------------------------------------------------- cost
-
-
-def labelled(ranked: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
-    """Attach the candidates' ``label`` to a ranking frame (for per-user inspection)."""
-    return ranked.merge(candidates[[USER, ITEM, LABEL]], on=[USER, ITEM], how="left")

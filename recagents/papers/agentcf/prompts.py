@@ -294,7 +294,7 @@ def parse_choice(data: Any) -> int | None:
     return choice if choice in (1, 2) else None
 
 
-def _text_field(data: Any, key: str) -> str | None:
+def text_field(data: Any, key: str) -> str | None:
     """A non-empty string field of a JSON reply, stripped, or ``None``."""
     if not isinstance(data, dict):
         return None

@@ -17,12 +17,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from recagents.columns import ITEM, LABEL, USER
+from recagents.columns import USER
 from recagents.data.datasets import Dataset
-from recagents.metrics import paired_bootstrap, paired_min_detectable_effect, ranking_metrics
+from recagents.metrics import paired_bootstrap, paired_min_detectable_effect
 from recagents.papers.agentcf.config import AgentCFConfig
-from recagents.papers.agentcf.pipeline import run
-from recagents.papers.agentcf.subsets import make_subset, subset_candidates
+from recagents.papers.agentcf.pipeline import run_subset
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,15 @@ def variants_over_seeds(
     client: Any,
     better: str = "B+R",
     base: str = "B",
-    pool: Literal["subset", "dataset"] = "subset",
     metric: str = "ndcg@10",
     n_boot: int = 1000,
 ) -> VariantSeedComparison:
     """Train and rank on each seed's users; pool ``better - base`` per user over the seeds.
+
+    Each seed is :func:`~recagents.papers.agentcf.pipeline.run_subset` drawn with that seed
+    (negatives from ``config.candidate_pool``), ranking with ``AgentCF <base>`` and
+    ``AgentCF <better>`` only; ``metric`` is an NDCG of
+    :data:`~recagents.papers.agentcf.pipeline.KS`.
 
     Raises:
         ValueError: No seeds, or a repeated seed (it would count the same users twice).
@@ -63,15 +66,12 @@ def variants_over_seeds(
         raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
     frames = []
     for seed in seeds:
-        subset = make_subset(dataset, kind, n_users, config.n_targets, seed=seed)
-        candidates = subset_candidates(subset, dataset, 9, seed=seed, pool=pool)
-        result = run(dataset, subset, candidates, config, (base, better), client, progress=False)
-        truth = candidates[candidates[LABEL] == 1][[USER, ITEM]]
+        methods = (f"AgentCF {base}", f"AgentCF {better}")
+        part = run_subset(dataset, kind, n_users, config, client, methods, seed)
         scores = {
-            variant: ranking_metrics(result.rankings[variant].ranked, truth, ks=(1, 5, 10))
-            .set_index(USER)[metric]
-            for variant in (base, better)
-        }  # fmt: skip
+            variant: part.per_user[method].set_index(USER)[metric]
+            for variant, method in zip((base, better), methods, strict=True)
+        }
         frame = pd.DataFrame(scores).reset_index().assign(seed=seed)
         frames.append(frame)
     per_user = pd.concat(frames, ignore_index=True)

@@ -4,7 +4,8 @@ The paper keeps 8 interactions per user (1 history-only prefix, 5 training targe
 1 test); :func:`make_subset` re-makes its dense and sparse samples on any dataset,
 :func:`subset_candidates` draws the 1 + 9 test candidates, and :func:`training_pairs` and
 :func:`schedule` pair each target with a popularity-weighted negative and batch the users
-round-robin, as the official code does.
+round-robin, as the official code does. :func:`shared_subset` keeps the windows of given users,
+for candidates drawn elsewhere (the cross-paper comparison).
 """
 
 from __future__ import annotations
@@ -19,16 +20,6 @@ from recagents.columns import ITEM, USER
 from recagents.data.atomic import DatasetError
 from recagents.data.datasets import Dataset, Split, candidate_sets, chronological_order
 from recagents.papers.agentcf.config import BATCH, NEGATIVE, POSITIVE, ROLE, SLOT, STEP
-
-__all__ = [
-    "RELEASED_SUBSETS",
-    "Subset",
-    "make_subset",
-    "schedule",
-    "subset_candidates",
-    "subset_stats",
-    "training_pairs",
-]
 
 #: What the official repository's two released subsets look like (Amazon CDs, 100 users each;
 #: computed from the released files, see the paper card), to set beside ours.
@@ -233,6 +224,51 @@ def subset_candidates(
             f"{error}: the {subset.name} subset of {len(subset.users)} users is too small "
             f"for 1 + {n_negatives} candidates; use more users or pool='dataset'"
         ) from error
+
+
+def shared_subset(
+    dataset: Dataset, truth: pd.DataFrame, n_targets: int = 5, seed: int = 0
+) -> Subset:
+    """AgentCF's data for given users (shared candidates): each user's last ``n_targets + 3``.
+
+    :func:`make_subset` over every eligible user (``sparse``, seeded), kept to the users of
+    ``truth``, so each user's test item is the shared split's test item (both use
+    :func:`recagents.data.datasets.chronological_order`) and shared candidates apply unchanged.
+
+    Args:
+        dataset: The full dataset.
+        truth: ``[user_id, item_id]``: the users and their held-out test items.
+        n_targets: Training targets per user.
+        seed: Seeds the (unused beyond ordering) subset draw.
+
+    Raises:
+        DatasetError: A user has fewer than ``n_targets + 3`` interactions, or the
+            subset's test item differs from ``truth``'s.
+    """
+    full = make_subset(dataset, "sparse", None, n_targets, seed=seed)
+    wanted = set(truth[USER])
+    missing = wanted - set(full.windows[USER])
+    if missing:
+        raise DatasetError(
+            f"{len(missing)} protocol user(s) have fewer than {n_targets + 3} interactions, "
+            f"e.g. {sorted(missing)[:3]}; lower n_targets"
+        )
+
+    def keep(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame[USER].isin(wanted)].reset_index(drop=True)
+
+    split = Split(
+        keep(full.split.train),
+        keep(full.split.valid),
+        keep(full.split.test),
+        name=f"{full.split.name}-crosspaper-{len(wanted)}",
+    )
+    subset = Subset(full.name, keep(full.windows), split)
+    ours = split.test.set_index(USER)[ITEM].sort_index()
+    theirs = truth.set_index(USER)[ITEM].sort_index()
+    if ours.to_dict() != theirs.to_dict():
+        raise DatasetError("AgentCF's test items differ from the shared split's")
+    return subset
 
 
 def training_pairs(

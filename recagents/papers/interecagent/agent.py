@@ -1,16 +1,16 @@
 """InteRecAgent's language-model side: planner, critic, step-by-step agent, summariser, memory.
 
 Huang et al., *Recommender AI Agent: Integrating Large Language Models for Interactive
-Recommendations* (arXiv 2308.16505). The LLM is the "brain" and the recommender components of
-:mod:`~recagents.papers.interecagent.tools` are its tools. One agent turn, as the paper's code
-runs it:
+Recommendations* (arXiv 2308.16505). The LLM is the "brain" and the recommender components
+of :mod:`~recagents.papers.interecagent.toolbox` are its tools. One agent turn, as the
+paper's code runs it:
 
 1. *Planner* (T=0): reads the role, the request types, the item table's description, the
    tools, the candidate-bus rules, a few demonstrations, the dialogue so far, any reviewer's
    advice and the user's message; replies with a direct answer or a whole tool plan
    ("plan-first"). Our reply is one JSON object (:func:`planner_schema`) so that a small model
    can be constrained; an invalid plan is a counted *plan failure*, with its problems kept.
-2. *Executor* (no LLM): :func:`~recagents.papers.interecagent.tools.execute_plan` runs the plan on
+2. *Executor* (no LLM): :func:`~recagents.papers.interecagent.plans.execute_plan` runs the plan on
    the session's candidate bus.
 3. *Critic* (reflection, T=0): judges the request, the execution track and the reply; on
    "no" its advice goes back to the planner, at most ``max_reflections`` times.
@@ -36,7 +36,7 @@ This module holds the turn loop (:func:`run_turns`, :func:`llm_only_turns`); the
 are in :mod:`~recagents.papers.interecagent.config`, the demonstrations in
 :mod:`~recagents.papers.interecagent.demos`, the prompts in
 :mod:`~recagents.papers.interecagent.prompts` and the session state in
-:mod:`~recagents.papers.interecagent.session`, all re-exported here.
+:mod:`~recagents.papers.interecagent.session`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ import numpy as np
 from recagents.llm.client import ChatRequest, ChatResult, LLMClient
 from recagents.llm.runlog import RunContext, RunLog, ask
 from recagents.papers.interecagent.catalogue import ItemTable
-from recagents.papers.interecagent.config import APOLOGY, DEMO_MODES, PLAN_MODES, InteRecConfig
-from recagents.papers.interecagent.demos import DEMOS, Demo, _select_many, select_demos
+from recagents.papers.interecagent.config import APOLOGY, InteRecConfig
+from recagents.papers.interecagent.demos import DEMOS, Demo, select_many
 from recagents.papers.interecagent.plans import (
     ExecutionTrack,
     PlanStep,
@@ -63,7 +63,6 @@ from recagents.papers.interecagent.plans import (
     validate_plan,
 )
 from recagents.papers.interecagent.prompts import (
-    PlannerReply,
     critic_messages,
     critic_schema,
     llm_only_messages,
@@ -85,41 +84,6 @@ from recagents.papers.interecagent.prompts import (
 )
 from recagents.papers.interecagent.session import AgentSession, Attempt, ProfileUpdate, TurnResult
 from recagents.papers.interecagent.toolbox import ToolContext
-
-__all__ = [
-    "APOLOGY",
-    "DEMOS",
-    "PLAN_MODES",
-    "DEMO_MODES",
-    "AgentSession",
-    "Attempt",
-    "Demo",
-    "InteRecConfig",
-    "PlannerReply",
-    "TurnResult",
-    "critic_messages",
-    "critic_schema",
-    "llm_only_messages",
-    "llm_only_schema",
-    "llm_only_turns",
-    "ProfileUpdate",
-    "merge_profile",
-    "parse_critic_reply",
-    "parse_profile_reply",
-    "parse_llm_only_reply",
-    "parse_planner_reply",
-    "parse_react_reply",
-    "planner_messages",
-    "planner_schema",
-    "profile_messages",
-    "profile_schema",
-    "react_messages",
-    "react_schema",
-    "run_turns",
-    "select_demos",
-    "summariser_messages",
-    "summariser_schema",
-]
 
 
 def _prompt_record(
@@ -164,9 +128,9 @@ class _Turn:
     def ctx(self) -> ToolContext:
         return self.session.ctx
 
-    def restore_bus(self, persistent: bool) -> None:
-        """Start an attempt from the turn's bus: all items, or the kept one."""
-        if persistent:
+    def restore_bus(self) -> None:
+        """Start an attempt from the turn's bus: the kept one (persistent bus), or all items."""
+        if self.bus_start is not None:
             self.session.ctx.bus = copy.deepcopy(self.bus_start)
         else:
             self.session.ctx.bus.reset()
@@ -271,7 +235,7 @@ def _plan_attempt(turn: _Turn, result: ChatResult, config: InteRecConfig) -> Att
     if parsed.kind == "failed":
         turn.plan_failures += 1
         return Attempt("failed", problems=list(parsed.problems), advice_in=turn.advice)
-    turn.restore_bus(config.persistent_bus)
+    turn.restore_bus()
     plan = turn.with_profile(parsed.plan, config)
     track = execute_plan(plan, turn.ctx, reset_bus=False)
     attempt = Attempt("plan", plan=plan, track=track, advice_in=turn.advice)
@@ -340,7 +304,7 @@ def _react_step(turn: _Turn, run: _ReactRun, result: ChatResult, config: InteRec
         run.seen.append((step, "ERROR: " + record.error))
         return True
     run.steps.append(step)
-    run.seen.append((step, record.observation))
+    run.seen.append((step, record.observation or ""))
     return action != "map_titles"
 
 
@@ -392,7 +356,7 @@ def _react_round(turns: Sequence[_Turn], notes: dict[str, str], stage: _Stage) -
     schema = react_schema(config)
     runs: dict[int, _ReactRun] = {}
     for turn in turns:
-        turn.restore_bus(config.persistent_bus)
+        turn.restore_bus()
         runs[id(turn)] = _ReactRun()
     active = list(turns)
     describe = _describer()
@@ -448,14 +412,14 @@ def _critic_round(turns: Sequence[_Turn], stage: _Stage) -> list[_Turn]:
 
 
 def _summarise(turns: Sequence[_Turn], stage: _Stage) -> None:
-    chosen = [t for t in turns if t.attempts[-1].kind == "plan"]
+    tracks = [
+        (t, a.track) for t in turns if (a := t.attempts[-1]).kind == "plan" and a.track is not None
+    ]
+    chosen = [t for t, _ in tracks]
     if not chosen:
         return
     config = stage.config
-    messages = [
-        summariser_messages(t.text, t.attempts[-1].track.as_text(), t.memory, config)
-        for t in chosen
-    ]
+    messages = [summariser_messages(t.text, k.as_text(), t.memory, config) for t, k in tracks]
     results = stage.ask("summariser", chosen, messages, summariser_schema(config),
                         config.summariser_temperature, config.summariser_max_tokens)  # fmt: skip
     for turn, result in zip(chosen, results, strict=True):
@@ -560,7 +524,7 @@ def _start_turns(
         raise ValueError("run_turns: a session appears more than once")
     keep = _keep_set(keep_prompts)
     texts = [str(t) for t in user_texts]
-    demos = _select_many(texts, config.num_demos, config.demo_mode, embed, DEMOS)
+    demos = select_many(texts, config.num_demos, config.demo_mode, embed, DEMOS)
     return [
         _Turn(s, t, d, keep(s.session_id), config.persistent_bus)
         for s, t, d in zip(sessions, texts, demos, strict=True)
@@ -594,10 +558,10 @@ def _finish_turn(turn: _Turn, config: InteRecConfig) -> TurnResult:
     final = turn.attempts[-1]
     if final.kind == "failed":
         final.reply = APOLOGY.format(domain=config.domain)
-    if config.persistent_bus and final.kind != "plan":
-        turn.session.ctx.bus = copy.deepcopy(turn.bus_start)
-    elif not config.persistent_bus:
+    if turn.bus_start is None:
         turn.session.ctx.bus.reset()
+    elif final.kind != "plan":
+        turn.session.ctx.bus = copy.deepcopy(turn.bus_start)
     planned = final.kind == "plan"
     result = TurnResult(
         session_id=turn.session.session_id,

@@ -4,10 +4,12 @@
   soft filter's share of the catalogue, the title separator, the rank schemas, and the six
   tool names with the one-line description of each that prompts show.
 - :class:`InteRecConfig`: every setting of the agent (plan-first or ReAct, demonstrations,
-  reflection, summariser, bus, memory), with :data:`PLAN_MODES`, :data:`DEMO_MODES` and the
-  :data:`APOLOGY` a failed turn replies with.
+  reflection, summariser, bus, memory), with :data:`DEMO_MODES` and the :data:`APOLOGY` a
+  failed turn replies with.
 - :class:`SimulatorConfig`: the simulated user and the hit rules of the evaluation, with
   :data:`END` (the simulator's end marker) and :data:`METHODS` (the compared methods).
+- :class:`ExperimentConfig`: the notebook's experiment (``entry.run``): agent, simulator and
+  the sizes a profile does not fix.
 
 Every other module of the package reads its settings from here; this one imports none of
 them.
@@ -15,8 +17,10 @@ them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from recagents.config import bounds, check_fields
 
 # --------------------------------------------------------------------------- tools
 
@@ -71,10 +75,9 @@ TOOL_DESCRIPTIONS = {
 # --------------------------------------------------------------------------- agent
 
 
-#: Ways to plan a turn: the whole plan at once, or one tool per call.
-PLAN_MODES = ("plan_first", "react")
 #: How demonstrations are chosen.
-DEMO_MODES = ("dynamic", "fixed", "zero")
+DemoMode = Literal["dynamic", "fixed", "zero"]
+DEMO_MODES: tuple[str, ...] = get_args(DemoMode)
 #: What the agent says when its plan failed (``{domain}`` is filled in).
 APOLOGY = (
     "Sorry, I could not work out how to find {domain}s for that. Could you say it another way?"
@@ -131,10 +134,10 @@ class InteRecConfig:
 
     domain: str = "movie"
     plan_mode: Literal["plan_first", "react"] = "plan_first"
-    demo_mode: Literal["dynamic", "fixed", "zero"] = "dynamic"
-    num_demos: int = 3
+    demo_mode: DemoMode = "dynamic"
+    num_demos: int = field(default=3, metadata=bounds(0))
     reflection: bool = True
-    max_reflections: int = 3
+    max_reflections: int = field(default=3, metadata=bounds(0))
     replan_on_failure: bool = True
     planner_temperature: float = 0.0
     summariser: bool = False
@@ -142,11 +145,11 @@ class InteRecConfig:
     critic_temperature: float = 0.0
     llm_only_temperature: float = 0.8
     persistent_bus: bool = False
-    map_n: int = 5
-    react_max_iterations: int = 5
-    history_turns: int = 5
-    message_chars: int = 500
-    answer_chars: int = 600
+    map_n: int = field(default=5, metadata=bounds(1))
+    react_max_iterations: int = field(default=5, metadata=bounds(1))
+    history_turns: int = field(default=5, metadata=bounds(0))
+    message_chars: int = field(default=500, metadata=bounds(1))
+    answer_chars: int = field(default=600, metadata=bounds(1))
     advice_chars: int = 400
     planner_max_tokens: int = 400
     react_max_tokens: int = 200
@@ -154,27 +157,12 @@ class InteRecConfig:
     summariser_max_tokens: int = 200
     llm_only_max_tokens: int = 200
     profile_memory: bool = False
-    profile_titles: int = 5
+    profile_titles: int = field(default=5, metadata=bounds(1))
     profile_max_tokens: int = 120
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.plan_mode not in PLAN_MODES:
-            raise ValueError(f"plan_mode must be one of {PLAN_MODES}, got {self.plan_mode!r}")
-        if self.demo_mode not in DEMO_MODES:
-            raise ValueError(f"demo_mode must be one of {DEMO_MODES}, got {self.demo_mode!r}")
-        for name in ("num_demos", "max_reflections", "history_turns"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be non-negative, got {getattr(self, name)}")
-        for name in (
-            "map_n",
-            "react_max_iterations",
-            "message_chars",
-            "answer_chars",
-            "profile_titles",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check_fields(self)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -210,7 +198,7 @@ class SimulatorConfig:
 
     temperature: float = 0.8
     sees_title: bool = True
-    max_regenerations: int = 5
+    max_regenerations: int = field(default=5, metadata=bounds(0))
     leak_threshold: float = 60.0
     hit_threshold: float = 80.0
     drop_leaking: bool = False
@@ -221,7 +209,33 @@ class SimulatorConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.stop_on not in ("both", "either", "id", "fuzzy"):
-            raise ValueError(f"stop_on must be both, either, id or fuzzy, got {self.stop_on!r}")
-        if self.max_regenerations < 0:
-            raise ValueError(f"max_regenerations must be >= 0, got {self.max_regenerations}")
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """The notebook's experiment (``entry.run``): the agent, the simulated user, the sizes.
+
+    A size left ``None`` comes from the run's profile (``entry.PROFILES``), so ``None``
+    everywhere is the experiment notebook 04 runs with its default parameters.
+
+    Attributes:
+        agent: The agent's settings; ``None``: the paper's, with ``max_reflections`` from the
+            profile and this ``seed``.
+        sim: The simulator's settings; ``None``: the paper's, with this ``seed``.
+        max_turns: Most turns per conversation, the K of Hit@K and AT@K (``None``: the
+            profile's; the paper: 5).
+        n_one_turn: Users of the one-turn tasks (``None``: the profile's; the paper: 500).
+        n_negatives: Negatives beside the target in the one-turn ranking (paper: 19).
+        seed: Seeds the users, the candidates, the tools' context and the intervals.
+    """
+
+    agent: InteRecConfig | None = None
+    sim: SimulatorConfig | None = None
+    max_turns: int | None = field(default=None, metadata=bounds(1))
+    n_one_turn: int | None = field(default=None, metadata=bounds(1))
+    n_negatives: int = field(default=19, metadata=bounds(1))
+    seed: int = 2023
+
+    def __post_init__(self) -> None:
+        check_fields(self)

@@ -58,7 +58,7 @@ class ConversationRun:
     sim: SimulatorConfig = field(default_factory=SimulatorConfig)
 
 
-def _agent_turns(
+def agent_turns(
     run: RunContext,
     sessions: Sequence[AgentSession],
     texts: Sequence[str],
@@ -102,8 +102,8 @@ def run_sessions(
     Each turn: every open session's simulator speaks (one batch, leak-checked); sessions
     whose user wrote ``<END>`` close; the agent answers the rest (one :func:`run_turns` or
     :func:`llm_only_turns` call); each reply is judged by id (the target among the ids
-    recommended this turn) and by the paper's fuzzy rule (``tools.fuzzy_hit`` over the
-    reply); sessions close per ``sim.stop_on`` or after ``max_turns``.
+    recommended this turn) and by the paper's fuzzy rule (:func:`fuzzy_hit` over the reply);
+    sessions close per ``sim.stop_on`` or after ``max_turns``.
 
     Args:
         sessions: The simulated users (:func:`make_sessions`).
@@ -132,7 +132,7 @@ def run_sessions(
         messages = simulate_turn(open_specs, run.dialogues, sim, client, log, config.domain)
         talking, texts = run.users_speak(open_specs, messages, turn)
         agents = [run.agents[s.user] for s in talking]
-        results = _agent_turns(answering, agents, texts, config, keep_prompts, embed)
+        results = agent_turns(answering, agents, texts, config, keep_prompts, embed)
         open_specs = run.judge(talking, texts, results, turn, max_turns)
     return run.finish()
 

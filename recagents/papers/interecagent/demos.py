@@ -164,10 +164,10 @@ def select_demos(
             :func:`recagents.llm.embed.embed` (offline MiniLM, cached).
         demos: The pool.
     """
-    return _select_many([request], k, mode, embed, demos)[0]
+    return select_many([request], k, mode, embed, demos)[0]
 
 
-def _select_many(
+def select_many(
     requests: Sequence[str],
     k: int,
     mode: str,

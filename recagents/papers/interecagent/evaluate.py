@@ -9,22 +9,21 @@ turns; **Hit@5** is the share of conversations in which the agent recommended th
 for five recommendations from the simulator's first message (**Recall@5**) and for a
 ranking of the target among 19 random unseen items (**NDCG** ``1/log2(rank+1)``).
 
-What is here (this module holds the one-turn tasks and re-exports the rest from the module
-named in brackets), in the order a run uses it:
+Where each part lives, in the order a run uses it:
 
-- :class:`SimulatorConfig` (``config``), :func:`make_sessions` (``simulator``): the simulated
-  users (per user the last 10 known titles and the held-out test item of a leave-one-out
-  split, ratings >= 3).
-- :func:`simulator_messages` and :func:`simulate_turn` (``simulator``): the user simulator,
-  with the paper's leak check (a message too close to the target title is regenerated up to
-  five times, then used anyway and *counted*; optionally the conversation is dropped).
-- :func:`run_sessions` (``conversations``): the conversations, turn by turn across all open
-  sessions.
-- :func:`conversation_metrics` (``conversations``): Hit@5 and AT@5 with bootstrap intervals,
-  by id and by the paper's fuzzy rule.
-- :func:`one_turn_retrieval`, :func:`one_turn_ranking`, :func:`one_turn_metrics`: the
-  one-turn tasks for the agent, the LLM-only baseline, Random and Pop.
-- :func:`session_trace` (``analysis``): one conversation as readable text.
+- :class:`~recagents.papers.interecagent.config.SimulatorConfig` and
+  :func:`~recagents.papers.interecagent.simulator.make_sessions`: the simulated users (per
+  user the last 10 known titles and the held-out test item of a leave-one-out split,
+  ratings >= 3).
+- :func:`~recagents.papers.interecagent.simulator.simulate_turn`: the user simulator, with
+  the paper's leak check (a message too close to the target title is regenerated up to five
+  times, then used anyway and *counted*; optionally the conversation is dropped).
+- :func:`~recagents.papers.interecagent.conversations.run_sessions` and
+  :func:`~recagents.papers.interecagent.conversations.conversation_metrics`: the
+  conversations, and Hit@5 and AT@5 with bootstrap intervals, by id and by the paper's fuzzy
+  rule.
+- Here: :func:`one_turn_retrieval`, :func:`one_turn_ranking` and :func:`one_turn_metrics`,
+  the one-turn tasks for the agent, the LLM-only baseline, Random and Pop.
 
 Deviations, each deliberate: hits are judged by id (the target among the ids the agent
 recommended that turn) *and* by the paper's fuzzy rule over the reply; a conversation goes on
@@ -37,27 +36,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, LABEL, USER
-from recagents.data.datasets import POSITION, Split, candidate_sets
+from recagents.data.datasets import POSITION, Split
 from recagents.llm.client import ChatRequest, LLMClient
 from recagents.llm.runlog import RunContext, RunLog, ask
 from recagents.metrics import bootstrap_ci
 from recagents.papers.interecagent.agent import run_turns
-from recagents.papers.interecagent.analysis import session_trace
 from recagents.papers.interecagent.catalogue import ItemTable
-from recagents.papers.interecagent.config import END, METHODS, InteRecConfig, SimulatorConfig
-from recagents.papers.interecagent.conversations import (
-    ConversationRun,
-    _agent_turns,
-    conversation_metrics,
-    run_sessions,
-)
+from recagents.papers.interecagent.config import METHODS, InteRecConfig, SimulatorConfig
+from recagents.papers.interecagent.conversations import agent_turns
 from recagents.papers.interecagent.scoring import (
     fuzzy_hit,
     popular_recommend,
@@ -70,38 +62,10 @@ from recagents.papers.interecagent.simulator import (
     SessionSet,
     SessionSpec,
     SimMessage,
-    make_sessions,
-    parse_simulator_reply,
     simulate_turn,
-    simulator_messages,
-    simulator_schema,
-    target_attributes,
 )
 from recagents.papers.interecagent.toolbox import ToolContext
 from recagents.protocol import RankingParse, parse_ranking, ranking_schema
-
-__all__ = [
-    "END",
-    "METHODS",
-    "ConversationRun",
-    "SessionSet",
-    "SessionSpec",
-    "SimMessage",
-    "SimulatorConfig",
-    "conversation_metrics",
-    "make_sessions",
-    "one_turn_metrics",
-    "one_turn_ranking",
-    "one_turn_retrieval",
-    "parse_simulator_reply",
-    "ranking_task_messages",
-    "run_sessions",
-    "session_trace",
-    "simulate_turn",
-    "simulator_messages",
-    "simulator_schema",
-    "target_attributes",
-]
 
 
 def _first_messages(
@@ -180,7 +144,7 @@ def one_turn_retrieval(
         agents = [AgentSession.start(s.user, ctx, map_n=k) for s in specs]
         answering = RunContext(client, log, method)
         texts = [m.text for m in first]
-        results = _agent_turns(answering, agents, texts, replace(config, map_n=k), embed=embed)
+        results = agent_turns(answering, agents, texts, replace(config, map_n=k), embed=embed)
         for spec, result in zip(specs, results, strict=True):
             rows.append(
                 {"method": method, USER: spec.user,
@@ -234,22 +198,23 @@ def _target_rank(
 
 def one_turn_ranking(
     sessions: SessionSet,
+    candidates: pd.DataFrame,
     ctx: ToolContext,
     config: InteRecConfig,
     client: LLMClient,
     log: RunLog,
     methods: Sequence[str] = METHODS,
     sim: SimulatorConfig | None = None,
-    n_negatives: int = 19,
     seed: int = 0,
     missing: Literal["zero", "random"] = "zero",
-    cache_dir: Path | None = None,
     embed: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """One-turn ranking of the target among ``n_negatives`` random unseen items.
+    """One-turn ranking of each user's target among the same number of other candidates.
 
-    The candidates come from :func:`recagents.data.candidate_sets` (saved, shared with every
-    method) in their display order. The request is the simulator's first message.
+    ``candidates`` is ``[user_id, item_id, label, position]`` (e.g. the saved
+    :func:`recagents.data.datasets.candidate_sets`, shared with every method), shown in display
+    order; each user's positive must be its session's target. The request is the simulator's
+    first message.
 
     - InteRecAgent: the candidates are put on the session's bus, the planner is told to order
       them (filters, rank, map_titles), and the order is the bus after the plan; a direct
@@ -270,9 +235,9 @@ def one_turn_ranking(
         raise ValueError(f"missing must be 'zero' or 'random', got {missing!r}")
     _check_methods(methods)
     specs = list(sessions)
-    candidates = _ranking_candidates(sessions, specs, n_negatives, seed, cache_dir)
+    shown, n = _ranking_candidates(candidates, specs)
     first = _openings(specs, methods, sim, config, client, log)
-    task = _RankingTask(specs, first, candidates, sessions.table, n_negatives + 1, seed)
+    task = _RankingTask(specs, first, shown, sessions.table, n, seed)
     rows = []
     for method in methods:
         if method == "Random":
@@ -314,22 +279,25 @@ class _RankingTask:
 
 
 def _ranking_candidates(
-    sessions: SessionSet,
-    specs: Sequence[SessionSpec],
-    n_negatives: int,
-    seed: int,
-    cache_dir: Path | None,
-) -> dict[str, list[str]]:
-    """Each user's saved candidate set, in display order; its positive must be the target."""
-    users = [s.user for s in specs]
-    frame = candidate_sets(sessions.split, n_negatives, seed=seed, cache_dir=cache_dir)
-    frame = frame[frame[USER].isin(set(users))].sort_values([USER, POSITION], kind="stable")
-    candidates = {u: g[ITEM].astype(str).tolist() for u, g in frame.groupby(USER, sort=False)}
+    candidates: pd.DataFrame, specs: Sequence[SessionSpec]
+) -> tuple[dict[str, list[str]], int]:
+    """Each user's candidates in display order, and how many each has.
+
+    Raises:
+        ValueError: A user without candidates, a positive that is not the user's target, or
+            users with different numbers of candidates.
+    """
+    frame = candidates[candidates[USER].isin({s.user for s in specs})]
+    frame = frame.sort_values([USER, POSITION], kind="stable")
+    shown = {u: g[ITEM].astype(str).tolist() for u, g in frame.groupby(USER, sort=False)}
     positives = frame[frame[LABEL] == 1].set_index(USER)[ITEM].astype(str).to_dict()
     for spec in specs:
         if positives.get(spec.user) != spec.target:
             raise ValueError(f"user {spec.user}: the candidate set's positive is not the target")
-    return candidates
+    sizes = {len(items) for items in shown.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"every user needs the same number of candidates, got {sorted(sizes)}")
+    return shown, sizes.pop()
 
 
 def _random_orders(task: _RankingTask) -> list[list[int]]:

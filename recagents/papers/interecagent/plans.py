@@ -21,7 +21,7 @@ from recagents.llm.schemas import ReplyTooComplex, parse_json_bounded
 from recagents.papers.interecagent.catalogue import ItemTable, split_titles
 from recagents.papers.interecagent.config import OBSERVATION_CHARS, RANK_SCHEMAS, TOOL_NAMES
 from recagents.papers.interecagent.sqllimits import TABLE, ToolError, clip_text
-from recagents.papers.interecagent.sqltext import _prepare_select, _selects_id
+from recagents.papers.interecagent.sqltext import prepare_select, selects_id
 from recagents.papers.interecagent.toolbox import (
     ToolContext,
     candidate_store,
@@ -161,7 +161,7 @@ def _input_problem(step: PlanStep, table: ItemTable) -> str | None:
             if not isinstance(value, str):
                 return f"needs one SQL SELECT as a string, got {type(value).__name__}"
             table.check_select(value)
-            if step.tool_name == "hard_filter" and not _selects_id(_prepare_select(value).tokens):
+            if step.tool_name == "hard_filter" and not selects_id(prepare_select(value).tokens):
                 return f"the query must select the id column (SELECT id FROM {TABLE} WHERE ...)"
         elif step.tool_name == "rank":
             parse_rank_input(value)

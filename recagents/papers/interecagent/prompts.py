@@ -141,7 +141,7 @@ def _context_lines(
 def planner_schema(config: InteRecConfig | None = None) -> dict[str, Any]:
     """The planner's reply: ``{"kind": "answer" | "plan", "answer": str, "plan": [steps]}``.
 
-    The steps are those of :data:`~recagents.papers.interecagent.tools.PLAN_SCHEMA` (known tools
+    The steps are those of :data:`~recagents.papers.interecagent.plans.PLAN_SCHEMA` (known tools
     only); an answer leaves ``plan`` empty and a plan leaves ``answer`` empty.
     """
     config = config or InteRecConfig()
@@ -220,7 +220,7 @@ class PlannerReply:
 def parse_planner_reply(data: Any, table: ItemTable) -> PlannerReply:
     """Read a planner reply: a direct answer, a valid plan, or a failure with its problems.
 
-    A plan is checked with :func:`~recagents.papers.interecagent.tools.validate_plan` (known tools,
+    A plan is checked with :func:`~recagents.papers.interecagent.plans.validate_plan` (known tools,
     inputs, read-only SQL that prepares on ``table``, bus order); any problem makes the whole
     reply a failure, as a failing plan recommends nothing in the paper.
     """
@@ -237,7 +237,7 @@ def parse_planner_reply(data: Any, table: ItemTable) -> PlannerReply:
         problems = validate_plan(plan, table)
         if problems:
             return PlannerReply("failed", problems=tuple(problems))
-        steps = tuple({"tool_name": s["tool_name"], "input": s["input"]} for s in plan)
+        steps = tuple({"tool_name": s["tool_name"], "input": s["input"]} for s in plan or ())
         return PlannerReply("plan", plan=steps)
     return PlannerReply("failed", problems=(f'kind must be "answer" or "plan", got {kind!r}',))
 
@@ -424,7 +424,8 @@ def parse_react_reply(data: Any) -> tuple[str | None, Any, str]:
     if not isinstance(data, dict):
         return None, None, ""
     action = data.get("action")
-    thought = data.get("thought") if isinstance(data.get("thought"), str) else ""
+    thought = data.get("thought")
+    thought = thought if isinstance(thought, str) else ""
     if action not in (*TOOL_NAMES, "finish") or "input" not in data:
         return None, None, thought
     return action, data["input"], thought

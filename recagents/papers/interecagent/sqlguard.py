@@ -8,7 +8,7 @@ process's SQLite (the reply cache's included), and so that every failure becomes
 :class:`ToolError` the planner can read and recover from. The guards, in the order a
 statement meets them, prefer SQLite's own mechanisms to hand-written parsing:
 
-1. Text (:func:`_prepare_select`, in this process): at most :data:`SQL_MAX_CHARS`
+1. Text (:func:`prepare_select`, in this process): at most :data:`SQL_MAX_CHARS`
    characters, checked before anything else looks at the text; one statement, starting with
    SELECT or WITH; a table name after FROM or JOIN is grounded to :data:`TABLE` (as the paper
    does) with a note.
@@ -42,9 +42,9 @@ statement meets them, prefer SQLite's own mechanisms to hand-written parsing:
 The limits, :class:`ToolError` and :func:`clip_text` are in
 :mod:`~recagents.papers.interecagent.sqllimits` and the text check (1.) in
 :mod:`~recagents.papers.interecagent.sqltext`; this module holds the results and
-:class:`ReadOnlyTable` (the client of the worker, which does 2. to 6.) and re-exports the
-limits. The worker starts with the first query of a table (about 0.1 s) and ends with
-:meth:`ReadOnlyTable.close` or when the table is garbage-collected.
+:class:`ReadOnlyTable` (the client of the worker, which does 2. to 6.). The worker starts
+with the first query of a table (about 0.1 s) and ends with :meth:`ReadOnlyTable.close` or
+when the table is garbage-collected.
 """
 
 from __future__ import annotations
@@ -75,53 +75,15 @@ from recagents.papers.interecagent.sqllimits import (
     SQL_FUNCTIONS,
     SQL_HEAP_LIMIT_BYTES,
     SQL_LIMITS,
-    SQL_MAX_CHARS,
-    SQL_MAX_COLUMNS,
-    SQL_MAX_COMPOUND,
-    SQL_MAX_EXPR_DEPTH,
-    SQL_MAX_FUNCTION_ARGS,
     SQL_MAX_LIKE_PATTERN,
-    SQL_MAX_PROGRAM_OPS,
     SQL_MAX_ROWS,
-    SQL_MAX_VARIABLES,
     SQL_RESULT_MAX_CHARS,
     SQL_VALUE_MAX_BYTES,
     TABLE,
     ToolError,
     clip_text,
 )
-from recagents.papers.interecagent.sqltext import _has_order_by, _prepare_select
-
-__all__ = [
-    "CELL_CHARS",
-    "COLUMNS",
-    "ERROR_CHARS",
-    "FILTER_MAX_ROWS",
-    "LOOKUP_CHARS",
-    "PROGRESS_OPS",
-    "SQL_FUNCTIONS",
-    "SQL_HEAP_LIMIT_BYTES",
-    "SQL_LIMITS",
-    "SQL_MAX_CHARS",
-    "SQL_MAX_COLUMNS",
-    "SQL_MAX_COMPOUND",
-    "SQL_MAX_EXPR_DEPTH",
-    "SQL_MAX_FUNCTION_ARGS",
-    "SQL_MAX_LIKE_PATTERN",
-    "SQL_MAX_PROGRAM_OPS",
-    "SQL_MAX_ROWS",
-    "SQL_MAX_VARIABLES",
-    "SQL_RESULT_MAX_CHARS",
-    "SQL_VALUE_MAX_BYTES",
-    "TABLE",
-    "WORKER_GRACE_S",
-    "IdSelection",
-    "ReadOnlyTable",
-    "SelectResult",
-    "ToolError",
-    "clip_text",
-]
-
+from recagents.papers.interecagent.sqltext import has_order_by, prepare_select
 
 #: Seconds past a query's time limit after which this process stops a worker that has not
 #: answered (the worker's own deadline check normally answers first).
@@ -617,7 +579,7 @@ class ReadOnlyTable:
         Raises:
             ToolError: Why the SQL would be refused or fail.
         """
-        prepared = _prepare_select(sql)
+        prepared = prepare_select(sql)
         self._request("explain", prepared.sql)
         return prepared.notes
 
@@ -649,7 +611,7 @@ class ReadOnlyTable:
                 temporary tables included), the time limit, or any other SQL error; the
                 table is never changed.
         """
-        prepared = _prepare_select(sql)
+        prepared = prepare_select(sql)
         limit = SQL_MAX_ROWS if max_rows is None else max(0, min(max_rows, SQL_MAX_ROWS))
         columns, sent, cut, trimmed, full = self._request(
             "rows", prepared.sql, within, (limit, SQL_RESULT_MAX_CHARS, CELL_CHARS)
@@ -671,7 +633,7 @@ class ReadOnlyTable:
             rows=rows,
             trimmed=trimmed,
             notes=tuple(notes),
-            ordered=_has_order_by(prepared.tokens),
+            ordered=has_order_by(prepared.tokens),
         )
 
     def select_ids(self, sql: str, within: Sequence[str] | None = None) -> IdSelection:
@@ -692,7 +654,7 @@ class ReadOnlyTable:
         Raises:
             ToolError: As :meth:`run_select`, no ``id`` column, or too many rows.
         """
-        prepared = _prepare_select(sql)
+        prepared = prepare_select(sql)
         max_read = max(FILTER_MAX_ROWS, 2 * len(set(within or ())))
         columns, ids, rows_read, outside = self._request(
             "ids", prepared.sql, within, (max_read, _BATCH)
@@ -707,7 +669,7 @@ class ReadOnlyTable:
             sql=prepared.sql,
             columns=tuple(columns),
             ids=list(ids),
-            ordered=_has_order_by(prepared.tokens),
+            ordered=has_order_by(prepared.tokens),
             notes=tuple(notes),
             rows_read=rows_read,
         )

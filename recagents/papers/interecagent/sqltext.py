@@ -1,10 +1,10 @@
 """The text-level check of the planner's SQL: one short SELECT, table names grounded.
 
-:func:`_prepare_select` is the first guard a statement meets (see
+:func:`prepare_select` is the first guard a statement meets (see
 :mod:`~recagents.papers.interecagent.sqlguard`): the length is checked before anything else
 reads the text, then the text is tokenised, must hold one statement starting with SELECT or
 WITH, and any table name after FROM or JOIN is grounded to ``items`` with a note.
-:func:`_has_order_by` and :func:`_selects_id` read the tokens for the table and for plan
+:func:`has_order_by` and :func:`selects_id` read the tokens for the table and for plan
 validation. SQLite's authorizer and limits, not this module, are what guarantee that a
 statement can only read.
 """
@@ -146,7 +146,7 @@ def _ground_tables(tokens: list[_Token]) -> tuple[list[_Token], list[str]]:
     return out, notes
 
 
-def _has_order_by(tokens: list[_Token]) -> bool:
+def has_order_by(tokens: list[_Token]) -> bool:
     """Whether the outermost query ends with an ORDER BY."""
     sig = _significant(tokens)
     depth = 0
@@ -161,7 +161,7 @@ def _has_order_by(tokens: list[_Token]) -> bool:
     return False
 
 
-def _selects_id(tokens: list[_Token]) -> bool:
+def selects_id(tokens: list[_Token]) -> bool:
     """Whether the outermost SELECT list plausibly holds the ``id`` column (or ``*``)."""
     sig = _significant(tokens)
     depth, inside = 0, False
@@ -186,7 +186,7 @@ class _PreparedSQL:
     notes: list[str]
 
 
-def _prepare_select(sql: Any) -> _PreparedSQL:
+def prepare_select(sql: Any) -> _PreparedSQL:
     """Check that ``sql`` is one short SELECT statement and ground its table names.
 
     This is the text-level layer; the authorizer and the limits of :class:`ReadOnlyTable`

@@ -5,8 +5,18 @@ and the embedding function; :func:`build_context` builds it for a dataset. The t
 (:func:`candidate_store`, :func:`lookup`, :func:`hard_filter`, :func:`soft_filter`,
 :func:`rank`, :func:`map_titles`) each take the context and the input a planner wrote,
 update the bus and return a short text observation; :func:`parse_rank_input` reads rank's
-input. Plans that call them are in :mod:`~recagents.papers.interecagent.plans`;
-:mod:`~recagents.papers.interecagent.tools` gathers the whole tool side in one namespace.
+input. Plans that call them are in :mod:`~recagents.papers.interecagent.plans`. Everything
+on this side runs without a language model, so the tool chain can be tested, traced and
+scripted on its own.
+
+Deviations from the released code, each deliberate and documented where it happens:
+
+- The bus starts with *all* items (the paper's starts at ids 1..N-1 and never holds the last).
+- A plan keeps its order and may repeat a tool (the paper turns a plan into a dict, so a tool
+  runs at most once).
+- Unknown columns are reported with the real ones (the paper maps them to the nearest column).
+- The executor stops at the first failing step, as the paper's does; ``stop_on_error=False``
+  runs the remaining steps instead.
 """
 
 from __future__ import annotations
@@ -452,7 +462,7 @@ def _preference_scores(
     """The sequential ranker's scores after the liked items, or ``"popularity"`` and why not."""
     history: list[str] = []
     if ctx.ranker is not None:
-        columns = ctx.ranker.item_index(prefer_ids, unknown=-1)
+        columns = ctx.ranker.item_index(list(prefer_ids), unknown=-1)
         history = [i for i, c in zip(prefer_ids, columns, strict=True) if c >= 0]
     if ctx.ranker is None:
         notes.append("no preference model is loaded; ranked by popularity instead")
@@ -464,7 +474,7 @@ def _preference_scores(
         notes.append("no preferred title is known to the model; ranked by popularity instead")
     else:
         full = ctx.ranker.sequence_scores([history])[0]
-        values = full[ctx.ranker.item_index(candidates, unknown=0)]
+        values = full[ctx.ranker.item_index(list(candidates), unknown=0)]
         how = f"preference ({ctx.ranker.name} reading {len(history)} liked item(s))"
         return values, "preference", how
     return np.zeros(0), "popularity", "popularity"

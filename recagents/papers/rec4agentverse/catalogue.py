@@ -301,14 +301,14 @@ def build_catalogue(
     titles, years, genres = _film_facts(dataset.items)
     counts = known_interactions[ITEM].astype(str).value_counts()
     popularity = {item: int(counts.get(item, 0)) for item in titles}
-    ordered = sorted(titles, key=lambda i: (-popularity[i], _id_key(i)))
+    ordered = sorted(titles, key=lambda i: (-popularity[i], id_key(i)))
     # The films' facts first (no agents yet): the slices are cut from them.
     films = Catalogue((), {}, titles, years, genres, popularity)
-    slices = {spec.agent_id: _cut_slice(spec, ordered, films, min_interactions) for spec in specs}
+    slices = {spec.agent_id: cut_slice(spec, ordered, films, min_interactions) for spec in specs}
     usage = {a: sum(popularity[i] for i in chosen) for a, chosen in slices.items()}
     top = max(usage.values())
     cards = [
-        _card(spec, slices[spec.agent_id], years, usage[spec.agent_id] / top) for spec in specs
+        agent_card(spec, slices[spec.agent_id], years, usage[spec.agent_id] / top) for spec in specs
     ]
     return dataclasses.replace(films, cards=tuple(cards), slices=slices)
 
@@ -331,7 +331,7 @@ def _film_facts(
     return titles, years, genres
 
 
-def _cut_slice(
+def cut_slice(
     spec: AgentSpec, ordered: Sequence[str], films: Catalogue, min_interactions: int
 ) -> tuple[str, ...]:
     """The spec's films (``ordered`` most popular first): genre, years, style; never empty."""
@@ -352,7 +352,7 @@ def _cut_slice(
     return tuple(chosen)
 
 
-def _card(
+def agent_card(
     spec: AgentSpec, chosen: Sequence[str], years: dict[str, int | None], popularity: float
 ) -> AgentCard:
     """The card of one agent: its description, slice size, popularity and era shares."""
@@ -372,5 +372,6 @@ def _card(
     )
 
 
-def _id_key(item: str) -> tuple[int, str]:
+def id_key(item: str) -> tuple[int, str]:
+    """Sort key of an item id: numeric ids in numeric order, then the others."""
     return (int(item), item) if item.isdigit() else (1 << 62, item)

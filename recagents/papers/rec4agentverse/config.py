@@ -9,10 +9,12 @@ the package imports from here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 import pandas as pd
+
+from recagents.config import ConfigError, bounds, check_fields
 
 #: The stages of the paper, each adding an information flow to the previous one.
 STAGES = (1, 2, 3)
@@ -48,8 +50,10 @@ ERAS: dict[str, tuple[int, int]] = {
     "late 1990s": (1995, 2010),
 }
 
-#: Field groups a report may carry from an agent item to the recommender (consent-gated).
-SHARE_FIELDS = ("genres", "era", "age", "gender", "occupation", "zip")
+#: A field group a report may carry from an agent item to the recommender (consent-gated).
+ShareField = Literal["genres", "era", "age", "gender", "occupation", "zip"]
+#: Every field group: the choices of :attr:`Rec4AConfig.share_fields`.
+SHARE_FIELDS: tuple[ShareField, ...] = get_args(ShareField)
 
 #: Fields treated as sensitive in the privacy measure.
 SENSITIVE_FIELDS = ("age", "zip")
@@ -63,7 +67,8 @@ _GROUP_KEYS = {
     "occupation": ("occupation",),
     "zip": ("zip",),
 }
-_KEY_GROUP = {key: group for group, keys in _GROUP_KEYS.items() for key in keys}
+#: The share group of each report key.
+KEY_GROUP = {key: group for group, keys in _GROUP_KEYS.items() for key in keys}
 
 #: Session metrics reported by :func:`stage_comparison`, in display order.
 METRICS = (
@@ -76,10 +81,11 @@ METRICS = (
     "era_match",
 )
 
-_UNKNOWN_ERA = "unknown"
+#: The era a report or reply gives when it does not know one.
+UNKNOWN_ERA = "unknown"
 
 #: Speakers in an agent's view of the conversation.
-_USER_ROLE, _AGENT_ROLE = "User", "You"
+USER_ROLE, AGENT_ROLE = "User", "You"
 
 
 # --------------------------------------------------------------------------- configuration
@@ -123,51 +129,35 @@ class Rec4AConfig:
         phase: Prefix of the phase names in the run log.
     """
 
-    stage: int = 3
-    k: int = 5
-    max_turns: int = 3
-    shortlist_size: int = 20
+    stage: int = field(default=3, metadata=bounds(1, len(STAGES)))
+    k: int = field(default=5, metadata=bounds(1))
+    max_turns: int = field(default=3, metadata=bounds(1))
+    shortlist_size: int = field(default=20, metadata=bounds(1))
     agent_mode: Literal["llm", "template"] = "llm"
     recommender: Literal["classic", "llm"] = "classic"
     message_mode: Literal["schema", "free_text"] = "schema"
-    share_fields: tuple[str, ...] = ("genres", "era")
+    share_fields: tuple[ShareField, ...] = ("genres", "era")
     include_adversary: bool = False
-    n_consult: int = 2
-    consult_items: int = 5
-    satisfy_share: float = 0.6
+    n_consult: int = field(default=2, metadata=bounds(0))
+    consult_items: int = field(default=5, metadata=bounds(0))
+    satisfy_share: float = field(default=0.6, metadata=bounds(high=1, above=0))
     genre_weight: float = 1.0
     era_weight: float = 0.5
     popularity_weight: float = 0.2
     dislike_weight: float = 0.5
     switch_penalty: float = 0.3
-    temperature: float = 0.0
-    max_tokens: int = 200
+    temperature: float = field(default=0.0, metadata=bounds(0))
+    max_tokens: int = field(default=200, metadata=bounds(1))
     seed: int = 0
-    message_chars: int = 160
+    message_chars: int = field(default=160, metadata=bounds(1))
     phase: str = "rec4a"
 
     def __post_init__(self) -> None:
-        if self.stage not in STAGES:
-            raise ValueError(f"stage must be one of {STAGES}, got {self.stage!r}")
-        if self.k < 1 or self.max_turns < 1:
-            raise ValueError("k and max_turns must be at least 1")
+        check_fields(self)
         if self.shortlist_size < self.k:
-            raise ValueError(f"shortlist_size ({self.shortlist_size}) must be at least k")
-        if self.agent_mode not in ("llm", "template"):
-            raise ValueError(f"agent_mode must be 'llm' or 'template', got {self.agent_mode!r}")
-        if self.recommender not in ("classic", "llm"):
-            raise ValueError(f"recommender must be 'classic' or 'llm', got {self.recommender!r}")
-        if self.message_mode not in ("schema", "free_text"):
-            raise ValueError(
-                f"message_mode must be 'schema' or 'free_text', got {self.message_mode!r}"
+            raise ConfigError(
+                f"Rec4AConfig.shortlist_size={self.shortlist_size} must be at least k={self.k}"
             )
-        unknown = set(self.share_fields) - set(SHARE_FIELDS)
-        if unknown:
-            raise ValueError(f"unknown share_fields {sorted(unknown)}; known: {SHARE_FIELDS}")
-        if self.n_consult < 0 or self.consult_items < 0:
-            raise ValueError("n_consult and consult_items must be non-negative")
-        if not 0 < self.satisfy_share <= 1:
-            raise ValueError(f"satisfy_share must be in (0, 1], got {self.satisfy_share}")
 
     @property
     def uses_llm(self) -> bool:
@@ -188,5 +178,6 @@ def era_of_year(year: Any) -> str | None:
     return None
 
 
-def _join(words: Sequence[str], empty: str = "none") -> str:
+def join_words(words: Sequence[str], empty: str = "none") -> str:
+    """``words`` joined with commas, or ``empty`` when there are none (prompts, reports)."""
     return ", ".join(words) if words else empty

@@ -33,12 +33,12 @@ from recagents.papers.rec4agentverse.recommender import (
     update_profile,
 )
 from recagents.papers.rec4agentverse.reports import (
-    _report_evidence,
-    _report_text,
     adversarial_report,
     gate_report,
     honest_report,
     render_report,
+    report_evidence,
+    report_text,
     validate_report,
 )
 from recagents.papers.rec4agentverse.templates import template_opening
@@ -180,12 +180,12 @@ def _receive(
     fields; the text is read by keywords.
     """
     if mode == "free_text":
-        text = sent if isinstance(sent, str) else _report_text(gate_report(sent, share_fields)[0])
+        text = sent if isinstance(sent, str) else report_text(gate_report(sent, share_fields)[0])
         return profile_from_text(text), render_report(text, "free_text")
     shared = gate_report(sent, share_fields)[0]
     if validate_report(shared, catalogue) is not None:
         return Profile(), None
-    return _report_evidence(shared), render_report(shared, "schema")
+    return report_evidence(shared), render_report(shared, "schema")
 
 
 def manipulation_summary(

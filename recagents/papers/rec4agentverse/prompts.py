@@ -14,11 +14,11 @@ from typing import Any
 
 from recagents.papers.rec4agentverse.catalogue import AgentCard, Catalogue
 from recagents.papers.rec4agentverse.config import (
-    _UNKNOWN_ERA,
     ERAS,
     GENRE_NAMES,
+    UNKNOWN_ERA,
     Rec4AConfig,
-    _join,
+    join_words,
 )
 from recagents.papers.rec4agentverse.recommender import Instruction, Profile, profile_from_text
 from recagents.papers.rec4agentverse.users import SimUser
@@ -29,13 +29,15 @@ from recagents.papers.rec4agentverse.users import SimUser
 def _hidden_taste(user: SimUser) -> str:
     """The user simulator's private brief (only its own prompts contain it)."""
     dislike = (
-        f" You do not enjoy {_join(user.disliked_genres)} films." if user.disliked_genres else ""
+        f" You do not enjoy {join_words(user.disliked_genres)} films."
+        if user.disliked_genres
+        else ""
     )
     low, high = ERAS[user.era]
     span = f"before {high + 1}" if user.era == "pre-1970" else f"from {low} to {min(high, 1998)}"
     return (
         "You are a movie fan on a platform where curator agents suggest films. Your taste, "
-        f"which you describe in your own words: you love {_join(user.favourite_genres)} "
+        f"which you describe in your own words: you love {join_words(user.favourite_genres)} "
         f"films, most of all those released {span} ({user.era}).{dislike}"
     )
 
@@ -45,7 +47,7 @@ def _to_simulated_user(user: SimUser, ask: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": _hidden_taste(user)}, {"role": "user", "content": ask}]
 
 
-def _object_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+def object_schema(**properties: dict[str, Any]) -> dict[str, Any]:
     """A reply schema: a JSON object with these properties, all required, in this order."""
     return {"type": "object", "properties": properties, "required": list(properties)}
 
@@ -61,7 +63,7 @@ def user_opening_messages(user: SimUser, config: Rec4AConfig) -> list[dict[str, 
 
 def opening_schema(config: Rec4AConfig) -> dict[str, Any]:
     """The user's opening: one message."""
-    return _object_schema(message={"type": "string", "maxLength": config.message_chars})
+    return object_schema(message={"type": "string", "maxLength": config.message_chars})
 
 
 def parse_opening(data: Any) -> str | None:
@@ -91,7 +93,7 @@ def user_reaction_messages(
 
 def reaction_schema(config: Rec4AConfig) -> dict[str, Any]:
     """The user's reaction: a comment, then yes or no."""
-    return _object_schema(
+    return object_schema(
         comment={"type": "string", "maxLength": config.message_chars},
         satisfied={"type": "string", "enum": ["yes", "no"]},
     )
@@ -143,7 +145,8 @@ def agent_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def _genre_list(max_items: int) -> dict[str, Any]:
+def genre_list(max_items: int) -> dict[str, Any]:
+    """Schema of a list of at most ``max_items`` genres of the closed vocabulary."""
     return {
         "type": "array",
         "items": {"type": "string", "enum": list(GENRE_NAMES)},
@@ -156,7 +159,7 @@ def agent_schema(n_films: int, config: Rec4AConfig) -> dict[str, Any]:
 
     What it learned is asked separately, after the user's reaction (:func:`report_messages`).
     """
-    return _object_schema(
+    return object_schema(
         message={"type": "string", "maxLength": config.message_chars},
         picks={
             "type": "array",
@@ -196,8 +199,8 @@ def parse_agent_reply(data: Any, films: Sequence[str], k: int) -> AgentReply | N
             picks.append(films[number - 1])
     if not picks:
         return None
-    message = data.get("message") if isinstance(data.get("message"), str) else ""
-    return AgentReply(message.strip(), tuple(picks[:k]))
+    message = data.get("message")
+    return AgentReply(message.strip() if isinstance(message, str) else "", tuple(picks[:k]))
 
 
 def _card_lines(catalogue: Catalogue) -> str:
@@ -242,7 +245,7 @@ def recommender_messages(
 
 def recommender_schema(catalogue: Catalogue) -> dict[str, Any]:
     """The LLM recommender's reply: one agent id from the catalogue."""
-    return _object_schema(agent={"type": "string", "enum": list(catalogue.ids)})
+    return object_schema(agent={"type": "string", "enum": list(catalogue.ids)})
 
 
 def parse_choice(data: Any, catalogue: Catalogue) -> str | None:
@@ -293,20 +296,21 @@ def report_reply_schema(config: Rec4AConfig) -> dict[str, Any]:
     """An agent's report as the LLM writes it (the strict check is :func:`report_schema`)."""
     if config.message_mode == "schema":
         properties: dict[str, Any] = {
-            "liked_genres": _genre_list(3),
-            "disliked_genres": _genre_list(2),
-            "era": {"type": "string", "enum": [*ERAS, _UNKNOWN_ERA]},
+            "liked_genres": genre_list(3),
+            "disliked_genres": genre_list(2),
+            "era": {"type": "string", "enum": [*ERAS, UNKNOWN_ERA]},
         }
     else:
         properties = {"note": {"type": "string", "maxLength": config.message_chars}}
-    return _object_schema(**properties)
+    return object_schema(**properties)
 
 
 def _evidence(data: dict[str, Any]) -> Profile:
     """Closed-vocabulary evidence from a reply; off-list and contradictory genres dropped."""
 
     def genres(key: str) -> tuple[str, ...]:
-        values = data.get(key) if isinstance(data.get(key), list) else []
+        value = data.get(key)
+        values = value if isinstance(value, list) else []
         return tuple(dict.fromkeys(g for g in values if g in GENRE_NAMES))
 
     liked, disliked = genres("liked_genres"), genres("disliked_genres")
@@ -324,7 +328,8 @@ def parse_report_reply(data: Any) -> tuple[Profile, str] | None:
     """
     if not isinstance(data, dict):
         return None
-    note = data.get("note").strip() if isinstance(data.get("note"), str) else ""
+    note = data.get("note")
+    note = note.strip() if isinstance(note, str) else ""
     has_fields = any(k in data for k in ("liked_genres", "disliked_genres", "era"))
     if not note and not has_fields:
         return None

@@ -10,13 +10,13 @@ are the classic (no LLM) router.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
 from recagents.papers.rec4agentverse.catalogue import Catalogue
-from recagents.papers.rec4agentverse.config import Rec4AConfig, _join, era_of_year
+from recagents.papers.rec4agentverse.config import Rec4AConfig, era_of_year, join_words
 
 # --------------------------------------------------------------------------- profiles
 
@@ -38,7 +38,7 @@ class Profile:
     def text(self) -> str:
         """One line for prompts and traces."""
         return (
-            f"likes: {_join(self.liked, 'unknown')}; dislikes: {_join(self.disliked)}; "
+            f"likes: {join_words(self.liked, 'unknown')}; dislikes: {join_words(self.disliked)}; "
             f"era: {self.era or 'unknown'}"
         )
 
@@ -139,10 +139,10 @@ def profile_from_text(text: str) -> Profile:
                 other.remove(genre)
             if genre not in target:
                 target.append(genre)
-        for era, pattern in _ERA_RE.items():
+        for name, pattern in _ERA_RE.items():
             for match in pattern.finditer(clause):
                 if not _negated(clause, match.start()):
-                    era_hits.append((number, match.start(), era))
+                    era_hits.append((number, match.start(), name))
     era = max(era_hits)[2] if era_hits else None
     return Profile(tuple(liked), tuple(disliked), era)
 
@@ -212,7 +212,7 @@ def shortlist(
 
 def merge_shortlists(
     own: Sequence[str],
-    consulted: dict[str, Sequence[str]],
+    consulted: Mapping[str, Sequence[str]],
     size: int,
     per_agent: int,
     own_id: str,
@@ -232,7 +232,8 @@ def merge_shortlists(
         fresh = [i for i in items if i not in seen][:per_agent]
         seen.update(fresh)
         lists.append((agent_id, fresh))
-    films, sources = [], []
+    films: list[str] = []
+    sources: list[str] = []
     cursors = [0] * len(lists)
     while len(films) < size and any(
         c < len(items) for c, (_, items) in zip(cursors, lists, strict=True)
@@ -293,9 +294,10 @@ def choose_agent(
     return str(scores.idxmax())
 
 
-def _ranked_agents(
+def ranked_agents(
     profile: Profile, catalogue: Catalogue, config: Rec4AConfig, exclude: Iterable[str]
 ) -> list[str]:
+    """Agent ids best first by the classic score (ties: catalogue order), ``exclude`` left out."""
     scores = score_agents(profile, catalogue, config).drop(list(exclude))
     order = sorted(range(len(scores)), key=lambda k: (-scores.iloc[k], k))
     return [str(scores.index[k]) for k in order]

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from recagents.llm.schemas import validate_json
 from recagents.papers.rec4agentverse.catalogue import AgentCard, Catalogue
-from recagents.papers.rec4agentverse.config import _KEY_GROUP, _UNKNOWN_ERA, ERAS, _join
-from recagents.papers.rec4agentverse.prompts import _genre_list
+from recagents.papers.rec4agentverse.config import ERAS, KEY_GROUP, UNKNOWN_ERA, join_words
+from recagents.papers.rec4agentverse.prompts import genre_list
 from recagents.papers.rec4agentverse.recommender import Profile
 from recagents.papers.rec4agentverse.users import SimUser
 from recagents.resources import import_jsonschema
@@ -35,9 +35,9 @@ def report_schema(catalogue: Catalogue) -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {
             "agent_id": {"type": "string", "enum": list(catalogue.ids)},
-            "liked_genres": {**_genre_list(5), "uniqueItems": True},
-            "disliked_genres": {**_genre_list(5), "uniqueItems": True},
-            "era": {"type": "string", "enum": [*ERAS, _UNKNOWN_ERA]},
+            "liked_genres": {**genre_list(5), "uniqueItems": True},
+            "disliked_genres": {**genre_list(5), "uniqueItems": True},
+            "era": {"type": "string", "enum": [*ERAS, UNKNOWN_ERA]},
             "age": {"type": "integer", "minimum": 0, "maximum": 120},
             "gender": {"type": "string", "enum": ["M", "F"]},
             "occupation": {"type": "string", "pattern": "^[a-z]{2,20}$"},
@@ -58,7 +58,8 @@ def validate_report(report: Any, catalogue: Catalogue) -> str | None:
     return None
 
 
-def _demographic(user: SimUser, key: str) -> Any:
+def demographic_value(user: SimUser, key: str) -> Any:
+    """The user's account field ``key`` as a report carries it (age an int), or ``None``."""
     value = user.demographics.get(key)
     if key == "age" and value is not None:
         return int(value)
@@ -74,11 +75,11 @@ def build_report(agent_id: str, learned: Profile, user: SimUser) -> dict[str, An
         "agent_id": agent_id,
         "liked_genres": list(learned.liked),
         "disliked_genres": list(learned.disliked),
-        "era": learned.era or _UNKNOWN_ERA,
+        "era": learned.era or UNKNOWN_ERA,
     }
     for key in ("age", "gender", "occupation", "zip"):
-        if _demographic(user, key) is not None:
-            report[key] = _demographic(user, key)
+        if demographic_value(user, key) is not None:
+            report[key] = demographic_value(user, key)
     return report
 
 
@@ -106,7 +107,7 @@ def adversarial_report(card: AgentCard, mode: Literal["schema", "free_text"]) ->
             "agent_id": card.agent_id,
             "liked_genres": genres,
             "disliked_genres": [],
-            "era": era or _UNKNOWN_ERA,
+            "era": era or UNKNOWN_ERA,
         }
     return (
         f"The user loves {', '.join(genres)} films from the {era or 'any'} era. "
@@ -129,7 +130,7 @@ def gate_report(
     allowed = set(share_fields)
     shared, crossed, withheld = {}, [], []
     for key, value in report.items():
-        group = _KEY_GROUP.get(key)
+        group = KEY_GROUP.get(key)
         if key == "agent_id" or group is None or group in allowed:
             shared[key] = value
             if key != "agent_id":
@@ -151,7 +152,7 @@ def render_report(report: Any, mode: Literal["schema", "free_text"]) -> str:
     return f"Validated report fields from agent {report.get('agent_id')}: {fields or 'none'}."
 
 
-def _report_evidence(shared: dict[str, Any]) -> Profile:
+def report_evidence(shared: dict[str, Any]) -> Profile:
     """What the recommender learns from a schema-mode report's (gated, valid) fields."""
     era = shared.get("era")
     return Profile(
@@ -161,14 +162,14 @@ def _report_evidence(shared: dict[str, Any]) -> Profile:
     )
 
 
-def _report_text(report: dict[str, Any]) -> str:
+def report_text(report: dict[str, Any]) -> str:
     """An honest report written out as free text (template agents, honest condition)."""
     parts = []
     if "liked_genres" in report:
-        parts.append(f"The user likes {_join(report['liked_genres'], 'no genre yet')} films.")
+        parts.append(f"The user likes {join_words(report['liked_genres'], 'no genre yet')} films.")
     if report.get("disliked_genres"):
-        parts.append(f"They dislike {_join(report['disliked_genres'])}.")
-    if report.get("era") not in (None, _UNKNOWN_ERA):
+        parts.append(f"They dislike {join_words(report['disliked_genres'])}.")
+    if report.get("era") not in (None, UNKNOWN_ERA):
         parts.append(f"They prefer the {report['era']} era.")
     text = " ".join(parts) or "Nothing to report."
     extra = [f"{k}: {report[k]}" for k in ("age", "gender", "occupation", "zip") if k in report]
@@ -199,7 +200,7 @@ def detect_leaks(text: str, user: SimUser) -> list[str]:
     return found
 
 
-def _revealed(text: str, user: SimUser) -> list[str]:
+def revealed_fields(text: str, user: SimUser) -> list[str]:
     """Demographic fields a free-text report reveals: scanned ones, and a stated gender."""
     found = detect_leaks(text, user)
     gender = user.demographics.get("gender")

@@ -1,15 +1,16 @@
 """Session state and the batched steps of one turn: routing, agent replies, user reactions.
 
-:class:`SessionRun` is what a run returns (tidy frames); ``_Session`` is one user's mutable
-state, ``_Recorder`` collects the message trace and the exposure rows, ``_ask`` sends one
-batch of structured requests accounted in the :class:`~recagents.llm.runlog.RunLog`. The
-loop that uses them is :mod:`recagents.papers.rec4agentverse.stages`.
+:class:`SessionRun` is what a run returns (tidy frames); :class:`Session` is one user's
+mutable state, :class:`Recorder` collects the message trace and the exposure rows,
+:class:`RunState` carries what every step needs and sends each batch of structured requests,
+accounted in the :class:`~recagents.llm.runlog.RunLog`. The loop that uses them is
+:mod:`recagents.papers.rec4agentverse.stages`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from recagents.columns import USER
 from recagents.llm.client import ChatResult
 from recagents.llm.runlog import RunContext
 from recagents.papers.rec4agentverse.catalogue import Catalogue
-from recagents.papers.rec4agentverse.config import _KEY_GROUP, SENSITIVE_FIELDS, Rec4AConfig
+from recagents.papers.rec4agentverse.config import KEY_GROUP, SENSITIVE_FIELDS, Rec4AConfig
 from recagents.papers.rec4agentverse.prompts import (
     AgentReply,
     agent_messages,
@@ -35,10 +36,10 @@ from recagents.papers.rec4agentverse.prompts import (
 from recagents.papers.rec4agentverse.recommender import (
     Instruction,
     Profile,
-    _ranked_agents,
     choose_agent,
     instruction_for,
     merge_shortlists,
+    ranked_agents,
     shortlist,
 )
 from recagents.papers.rec4agentverse.templates import template_agent_reply, template_reaction
@@ -48,7 +49,7 @@ from recagents.papers.rec4agentverse.users import SimUser
 
 
 @dataclass
-class _Session:
+class Session:
     """One user's session in one stage (mutable while the protocol runs)."""
 
     user: SimUser
@@ -73,9 +74,13 @@ class _Session:
     turns: int = 0
 
 
+#: The frames of a :class:`SessionRun`, by name (also tables of the paper's run).
+FRAMES = ("sessions", "turns", "messages", "exposure")
+
+
 @dataclass
 class SessionRun:
-    """What :func:`run_sessions` produced, as tidy frames.
+    """What :func:`run_sessions` produced, as tidy frames; every row names its stage and mode.
 
     Attributes:
         sessions: One row per (user, stage): the final list and every session metric.
@@ -94,14 +99,29 @@ class SessionRun:
     def concat(runs: Sequence[SessionRun]) -> SessionRun:
         """Stack several runs (e.g. stages or modes) into one."""
         return SessionRun(
+            *(pd.concat([getattr(r, name) for r in runs], ignore_index=True) for name in FRAMES)
+        )
+
+    @staticmethod
+    def from_tables(tables: Mapping[str, pd.DataFrame]) -> SessionRun:
+        """The run held in a paper run's tables (:data:`FRAMES` by name)."""
+        return SessionRun(*(tables[name] for name in FRAMES))
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The frames by name (:data:`FRAMES`)."""
+        return {name: getattr(self, name) for name in FRAMES}
+
+    def of_mode(self, mode: str) -> SessionRun:
+        """Only the rows of one mode (``llm`` or ``template``)."""
+        return SessionRun(
             *(
-                pd.concat([getattr(r, name) for r in runs], ignore_index=True)
-                for name in ("sessions", "turns", "messages", "exposure")
+                frame[frame["mode"] == mode].reset_index(drop=True)
+                for frame in self.tables().values()
             )
         )
 
 
-class _Recorder:
+class Recorder:
     """Collects the trace and the exposure rows of one run."""
 
     def __init__(self, config: Rec4AConfig) -> None:
@@ -112,7 +132,7 @@ class _Recorder:
 
     def say(
         self,
-        s: _Session,
+        s: Session,
         turn: int,
         sender: str,
         receiver: str,
@@ -120,10 +140,12 @@ class _Recorder:
         content: str,
         fields: Sequence[str] = (),
     ) -> None:
+        """Log one message from ``sender`` to ``receiver`` (``fields``: what it carries)."""
         self.messages.append(
             {
                 USER: s.user.user_id,
                 "stage": s.stage,
+                "mode": self.config.agent_mode,
                 "turn": turn,
                 "sender": sender,
                 "receiver": receiver,
@@ -135,7 +157,7 @@ class _Recorder:
 
     def expose(
         self,
-        s: _Session,
+        s: Session,
         turn: int,
         boundary: str,
         key: str,
@@ -143,11 +165,13 @@ class _Recorder:
         value: Any,
         channel: str,
     ) -> None:
-        group = _KEY_GROUP.get(key, key)
+        """Log one field offered at ``boundary``: crossed or withheld, consented, sensitive."""
+        group = KEY_GROUP.get(key, key)
         self.exposure.append(
             {
                 USER: s.user.user_id,
                 "stage": s.stage,
+                "mode": self.config.agent_mode,
                 "turn": turn,
                 "boundary": boundary,
                 "field": key,
@@ -162,7 +186,7 @@ class _Recorder:
 
 
 @dataclass(frozen=True)
-class _Run:
+class RunState:
     """What every step of one run passes on: the settings, the agents, the trace, the LLM.
 
     ``llm`` (client, log and phase) is ``None`` when nothing is asked (template agents and
@@ -171,7 +195,7 @@ class _Run:
 
     config: Rec4AConfig
     catalogue: Catalogue
-    rec: _Recorder
+    rec: Recorder
     llm: RunContext | None = None
 
     @property
@@ -182,7 +206,7 @@ class _Run:
     def ask(
         self,
         kind: str,
-        sessions: Sequence[_Session],
+        sessions: Sequence[Session],
         messages: Sequence[list[dict[str, str]]],
         schema: dict[str, Any] | Sequence[dict[str, Any]],
         desc: str,
@@ -195,8 +219,8 @@ class _Run:
                             seed=config.seed, desc=desc)  # fmt: skip
 
 
-def _send_instruction(
-    s: _Session, turn: int, run: _Run, to: tuple[str, str], instruction: Instruction, text: str
+def send_instruction(
+    s: Session, turn: int, run: RunState, to: tuple[str, str], instruction: Instruction, text: str
 ) -> None:
     """Log one instruction from the recommender and each profile field it carries.
 
@@ -215,9 +239,9 @@ def _send_instruction(
         run.rec.expose(s, turn, boundary, key, True, shown, "instruction")
 
 
-def _route(
-    sessions: Sequence[_Session],
-    run: _Run,
+def route(
+    sessions: Sequence[Session],
+    run: RunState,
     reports: dict[int, str] | None,
     requests: dict[int, str] | None,
 ) -> list[tuple[str, bool]]:
@@ -254,13 +278,13 @@ def _route(
     return out
 
 
-def _films_for_turn(s: _Session, run: _Run, turn: int) -> tuple[list[str], list[str]]:
+def films_for_turn(s: Session, run: RunState, turn: int) -> tuple[list[str], list[str]]:
     """The current agent's shortlist this turn; in stage 3 merged with consulted agents'."""
     catalogue, config = run.catalogue, run.config
     own = shortlist(catalogue, s.agent, s.instruction, config.shortlist_size)
     if s.stage < 3 or config.n_consult == 0:
         return own, [s.agent] * len(own)
-    consulted_ids = _ranked_agents(s.profile, catalogue, config, exclude=[s.agent])
+    consulted_ids = ranked_agents(s.profile, catalogue, config, exclude=[s.agent])
     consulted_ids = consulted_ids[: config.n_consult]
     instruction = instruction_for(s.profile)
     consulted = {
@@ -268,7 +292,7 @@ def _films_for_turn(s: _Session, run: _Run, turn: int) -> tuple[list[str], list[
     }
     for a in consulted_ids:
         asks = f"Agent {s.agent} asks for films. {instruction.text() or 'No profile yet.'}"
-        _send_instruction(s, turn, run, (a, "recommender->consulted agent"), instruction, asks)
+        send_instruction(s, turn, run, (a, "recommender->consulted agent"), instruction, asks)
         films = "; ".join(catalogue.titles[i] for i in consulted[a][: config.consult_items])
         run.rec.say(s, turn, a, s.agent, "shortlist", films)
     return merge_shortlists(
@@ -276,11 +300,11 @@ def _films_for_turn(s: _Session, run: _Run, turn: int) -> tuple[list[str], list[
     )
 
 
-def _agents_reply(
-    active: Sequence[_Session],
+def agents_reply(
+    active: Sequence[Session],
     films_of: dict[int, tuple[list[str], list[str]]],
     turn: int,
-    run: _Run,
+    run: RunState,
 ) -> dict[int, AgentReply | None]:
     """Every open session's agent picks ``k`` films from its shortlist (one batch)."""
     catalogue, config = run.catalogue, run.config
@@ -305,11 +329,11 @@ def _agents_reply(
     }
 
 
-def _users_react(
-    active: Sequence[_Session],
+def users_react(
+    active: Sequence[Session],
     replies: dict[int, AgentReply | None],
     turn: int,
-    run: _Run,
+    run: RunState,
 ) -> dict[int, tuple[bool | None, str]]:
     """The users who were shown films react (one batch); the others are not asked."""
     catalogue, config = run.catalogue, run.config

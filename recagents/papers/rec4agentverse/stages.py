@@ -19,9 +19,9 @@ from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunContext, RunLog
 from recagents.papers.rec4agentverse.catalogue import AgentCard, Catalogue
 from recagents.papers.rec4agentverse.config import (
-    _AGENT_ROLE,
-    _USER_ROLE,
+    AGENT_ROLE,
     STAGES,
+    USER_ROLE,
     Rec4AConfig,
 )
 from recagents.papers.rec4agentverse.evaluate import (
@@ -46,26 +46,26 @@ from recagents.papers.rec4agentverse.recommender import (
     update_profile,
 )
 from recagents.papers.rec4agentverse.reports import (
-    _demographic,
-    _report_evidence,
-    _report_text,
-    _revealed,
     adversarial_report,
     build_report,
+    demographic_value,
     gate_report,
     render_report,
+    report_evidence,
+    report_text,
+    revealed_fields,
     validate_report,
 )
 from recagents.papers.rec4agentverse.session import (
+    Recorder,
+    RunState,
+    Session,
     SessionRun,
-    _agents_reply,
-    _films_for_turn,
-    _Recorder,
-    _route,
-    _Run,
-    _send_instruction,
-    _Session,
-    _users_react,
+    agents_reply,
+    films_for_turn,
+    route,
+    send_instruction,
+    users_react,
 )
 from recagents.papers.rec4agentverse.templates import template_opening, template_report
 from recagents.papers.rec4agentverse.users import SimUser
@@ -117,8 +117,8 @@ def run_sessions(
     log = log if log is not None else RunLog()
     phase = f"{config.phase} stage {config.stage}"
     llm = RunContext(client, log, phase) if client is not None else None
-    run = _Run(config, catalogue, _Recorder(config), llm)
-    sessions = [_Session(user=u, stage=config.stage) for u in users]
+    run = RunState(config, catalogue, Recorder(config), llm)
+    sessions = [Session(user=u, stage=config.stage) for u in users]
     for turn in range(1, config.max_turns + 1):
         active = [s for s in sessions if s.open]
         if not active:
@@ -127,13 +127,13 @@ def run_sessions(
     return _finish(sessions, run)
 
 
-def _run_turn(active: Sequence[_Session], turn: int, run: _Run) -> None:
+def _run_turn(active: Sequence[Session], turn: int, run: RunState) -> None:
     """One turn of every open session: films, replies, reactions, then notes or reports."""
     if turn == 1:
         _open_sessions(active, run)
-    films_of = {id(s): _films_for_turn(s, run, turn) for s in active}
-    replies = _agents_reply(active, films_of, turn, run)
-    verdicts = _users_react(active, replies, turn, run)
+    films_of = {id(s): films_for_turn(s, run, turn) for s in active}
+    replies = agents_reply(active, films_of, turn, run)
+    verdicts = users_react(active, replies, turn, run)
     for s in active:
         _record_turn(s, turn, replies[id(s)], verdicts.get(id(s)), films_of[id(s)], run)
     writing = [s for s in active if replies[id(s)] is not None]
@@ -149,7 +149,7 @@ def _run_turn(active: Sequence[_Session], turn: int, run: _Run) -> None:
             s.open = False
 
 
-def _open_sessions(active: Sequence[_Session], run: _Run) -> None:
+def _open_sessions(active: Sequence[Session], run: RunState) -> None:
     """Turn 1: the users' opening requests, the recommender's profile and first routing."""
     config, rec = run.config, run.rec
     if config.agent_mode == "template":
@@ -164,11 +164,11 @@ def _open_sessions(active: Sequence[_Session], run: _Run) -> None:
         if text is None:
             s.user_failures += 1
             text = ""
-        s.dialogue.append((_USER_ROLE, text))
+        s.dialogue.append((USER_ROLE, text))
         s.profile = profile_from_text(text)
         requests[k] = text
         rec.say(s, 1, "user", "recommender", "request", text or "(no usable message)")
-    routed = _route(active, run, None, requests)
+    routed = route(active, run, None, requests)
     for s, (agent, by_llm) in zip(active, routed, strict=True):
         s.agent = s.first_agent = agent
         how = "LLM" if by_llm else "classic scorer"
@@ -178,12 +178,12 @@ def _open_sessions(active: Sequence[_Session], run: _Run) -> None:
 
 
 def _record_turn(
-    s: _Session,
+    s: Session,
     turn: int,
     reply: AgentReply | None,
     verdict: tuple[bool | None, str] | None,
     films: tuple[list[str], list[str]],
-    run: _Run,
+    run: RunState,
 ) -> None:
     """Update one session after the agent's reply and the user's reaction; log the turn."""
     s.turns = turn
@@ -202,6 +202,7 @@ def _record_turn(
         {
             USER: user.user_id,
             "stage": s.stage,
+            "mode": run.config.agent_mode,
             "turn": turn,
             "agent_id": s.agent,
             "instruction": s.instruction.text() if s.instruction else "",
@@ -225,12 +226,12 @@ def _record_turn(
 
 
 def _record_reaction(
-    s: _Session,
+    s: Session,
     turn: int,
     reply: AgentReply,
     verdict: tuple[bool | None, str] | None,
     source_of: dict[str, str],
-    run: _Run,
+    run: RunState,
 ) -> bool | None:
     """Log the agent's films and the user's reaction; close a satisfied session.
 
@@ -244,14 +245,14 @@ def _record_reaction(
         for i in reply.picks
     )
     run.rec.say(s, turn, s.agent, "user", "reply", f"{reply.message} Picks: {listed}")
-    s.dialogue.append((_AGENT_ROLE, f"suggested {len(reply.picks)} films"))
+    s.dialogue.append((AGENT_ROLE, f"suggested {len(reply.picks)} films"))
     satisfied, comment = verdict if verdict is not None else (None, "")
     if satisfied is None:
         s.user_failures += 1
     verdict_word = {True: "satisfied", False: "not satisfied", None: "no usable reply"}
     run.rec.say(s, turn, "user", s.agent, "reaction", f"[{verdict_word[satisfied]}] {comment}")
     if comment:
-        s.dialogue.append((_USER_ROLE, comment))
+        s.dialogue.append((USER_ROLE, comment))
     if satisfied:
         s.satisfied_turn = turn
         s.open = False
@@ -261,7 +262,7 @@ def _record_reaction(
 
 
 def _schema_report(
-    s: _Session, turn: int, learned: Profile, card: AgentCard, run: _Run
+    s: Session, turn: int, learned: Profile, card: AgentCard, run: RunState
 ) -> tuple[Profile, str] | None:
     """Gate and validate one schema-mode report; ``(evidence, rendering)`` or ``None``.
 
@@ -288,11 +289,11 @@ def _schema_report(
         rec.expose(s, turn, "agent->recommender", key, True, shared[key], "schema")
     text = render_report(shared, "schema")
     rec.say(s, turn, s.agent, "recommender", "report", text, crossed)
-    return _report_evidence(shared), text
+    return report_evidence(shared), text
 
 
 def _free_text_report(
-    s: _Session, learned: Profile, note: str, card: AgentCard, config: Rec4AConfig
+    s: Session, learned: Profile, note: str, card: AgentCard, config: Rec4AConfig
 ) -> tuple[str, list[tuple[str, Any]]]:
     """A free-text report and the fields the consent gate withheld from it.
 
@@ -307,7 +308,7 @@ def _free_text_report(
     shared, _, withheld = gate_report(draft, config.share_fields)
     kept = [(key, draft[key]) for key in withheld]
     if config.agent_mode == "template":
-        return _report_text(shared), kept
+        return report_text(shared), kept
     account = [f"{k}: {shared[k]}" for k in ("age", "gender", "occupation", "zip") if k in shared]
     text = note + (f" Account: {'; '.join(account)}." if account else "")
     kept = [(key, value) for key, value in kept if key in ("age", "gender", "occupation", "zip")]
@@ -315,7 +316,7 @@ def _free_text_report(
 
 
 def _free_report(
-    s: _Session, turn: int, learned: Profile, note: str, card: AgentCard, run: _Run
+    s: Session, turn: int, learned: Profile, note: str, card: AgentCard, run: RunState
 ) -> tuple[Profile, str]:
     """One free-text report: what the recommender reads from it, and its rendering.
 
@@ -338,7 +339,7 @@ def _free_report(
         )
         if value
     ]
-    revealed = [(key, _demographic(s.user, key)) for key in _revealed(text, s.user)]
+    revealed = [(key, demographic_value(s.user, key)) for key in revealed_fields(text, s.user)]
     for key, value in [*read, *revealed]:
         rec.expose(s, turn, "agent->recommender", key, True, value, "free text")
     rendered = render_report(text, "free_text")
@@ -347,7 +348,7 @@ def _free_report(
 
 
 def _write_reports(
-    sessions: Sequence[_Session], turn: int, run: _Run
+    sessions: Sequence[Session], turn: int, run: RunState
 ) -> dict[int, tuple[Profile, str] | None]:
     """Each agent notes what it learned after the user's reaction: ``(evidence, note)``.
 
@@ -374,7 +375,7 @@ def _write_reports(
 
 
 def _notes_of(
-    s: _Session, notes: dict[int, tuple[Profile, str] | None], turn: int, run: _Run
+    s: Session, notes: dict[int, tuple[Profile, str] | None], turn: int, run: RunState
 ) -> tuple[Profile, str] | None:
     """What the session's agent wrote this turn: ``(evidence, note)``, or ``None`` (logged).
 
@@ -397,7 +398,10 @@ def _notes_of(
 
 
 def _keep_notes(
-    active: Sequence[_Session], notes: dict[int, tuple[Profile, str] | None], turn: int, run: _Run
+    active: Sequence[Session],
+    notes: dict[int, tuple[Profile, str] | None],
+    turn: int,
+    run: RunState,
 ) -> None:
     """Stage 1: what each agent learned stays in its own notes (logged, never sent)."""
     for s in active:
@@ -407,14 +411,16 @@ def _keep_notes(
             run.rec.say(s, turn, s.agent, "(own notes)", "learned", note or learned.text())
 
 
-def _reroute(going_on: Sequence[_Session], rendered: dict[int, str], turn: int, run: _Run) -> None:
+def _reroute(
+    going_on: Sequence[Session], rendered: dict[int, str], turn: int, run: RunState
+) -> None:
     """Stages 2-3: route each going-on session again (keep or switch), then instruct its agent.
 
     The LLM recommender reads the report it received this turn (``rendered``, by ``id`` of
     the session).
     """
     reports = {k: rendered[id(s)] for k, s in enumerate(going_on) if id(s) in rendered}
-    routed = _route(going_on, run, reports, None)
+    routed = route(going_on, run, reports, None)
     for s, (agent, by_llm) in zip(going_on, routed, strict=True):
         if agent != s.agent:
             s.switches += 1
@@ -426,11 +432,14 @@ def _reroute(going_on: Sequence[_Session], rendered: dict[int, str], turn: int, 
             s.agent = agent
         s.instruction = instruction_for(s.profile)
         text = s.instruction.text() or "(nothing known yet)"
-        _send_instruction(s, turn, run, (s.agent, "recommender->agent"), s.instruction, text)
+        send_instruction(s, turn, run, (s.agent, "recommender->agent"), s.instruction, text)
 
 
 def _deliver_reports(
-    active: Sequence[_Session], notes: dict[int, tuple[Profile, str] | None], turn: int, run: _Run
+    active: Sequence[Session],
+    notes: dict[int, tuple[Profile, str] | None],
+    turn: int,
+    run: RunState,
 ) -> dict[int, str]:
     """Send each agent's report (schema or free text) and update the recommender's profile.
 
@@ -457,12 +466,13 @@ def _deliver_reports(
 
 
 #: The columns of :attr:`SessionRun.messages` and :attr:`SessionRun.exposure`.
-_MESSAGE_COLUMNS = [USER, "stage", "turn", "sender", "receiver", "kind", "content", "fields"]
-_EXPOSURE_COLUMNS = [USER, "stage", "turn", "boundary", "field", "group", "crossed",
+_MESSAGE_COLUMNS = [USER, "stage", "mode", "turn", "sender", "receiver", "kind", "content",
+                    "fields"]  # fmt: skip
+_EXPOSURE_COLUMNS = [USER, "stage", "mode", "turn", "boundary", "field", "group", "crossed",
                      "consented", "sensitive", "channel", "value"]  # fmt: skip
 
 
-def _session_row(s: _Session, run: _Run) -> dict[str, Any]:
+def _session_row(s: Session, run: RunState) -> dict[str, Any]:
     """One session's row of :attr:`SessionRun.sessions`: its final list and every metric."""
     u, config, catalogue = s.user, run.config, run.catalogue
     jac, era_ok = profile_match(s.profile, u)
@@ -487,7 +497,7 @@ def _session_row(s: _Session, run: _Run) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _finish(sessions: Sequence[_Session], run: _Run) -> SessionRun:
+def _finish(sessions: Sequence[Session], run: RunState) -> SessionRun:
     """The run's frames: one row per session, per turn, per message, per exposure."""
     return SessionRun(
         sessions=pd.DataFrame([_session_row(s, run) for s in sessions]),

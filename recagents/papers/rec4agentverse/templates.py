@@ -11,15 +11,15 @@ from collections.abc import Sequence
 
 from recagents.papers.rec4agentverse.catalogue import AgentCard, Catalogue
 from recagents.papers.rec4agentverse.config import (
-    _UNKNOWN_ERA,
-    _USER_ROLE,
+    UNKNOWN_ERA,
+    USER_ROLE,
     Rec4AConfig,
     era_of_year,
 )
 from recagents.papers.rec4agentverse.evaluate import preference_share
 from recagents.papers.rec4agentverse.prompts import AgentReply
 from recagents.papers.rec4agentverse.recommender import Profile, profile_from_text, update_profile
-from recagents.papers.rec4agentverse.reports import _report_text
+from recagents.papers.rec4agentverse.reports import report_text
 from recagents.papers.rec4agentverse.users import SimUser
 
 # --------------------------------------------------------------------------- template policies
@@ -63,13 +63,13 @@ def template_report(dialogue: Sequence[tuple[str, str]]) -> tuple[Profile, str]:
     """The template agent's report: the user's messages read by keywords, later ones winning."""
     learned = Profile()
     for who, text in dialogue:
-        if who == _USER_ROLE:
+        if who == USER_ROLE:
             learned = update_profile(learned, profile_from_text(text))
-    note = _report_text(
+    note = report_text(
         {
             "liked_genres": list(learned.liked),
             "disliked_genres": list(learned.disliked),
-            "era": learned.era or _UNKNOWN_ERA,
+            "era": learned.era or UNKNOWN_ERA,
         }
     )
     return learned, note

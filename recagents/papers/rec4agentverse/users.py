@@ -16,7 +16,7 @@ import pandas as pd
 
 from recagents.columns import GENRES, ITEM, RATING, USER, YEAR
 from recagents.data.datasets import Dataset, Split, chronological_order
-from recagents.papers.rec4agentverse.catalogue import _id_key
+from recagents.papers.rec4agentverse.catalogue import id_key
 from recagents.papers.rec4agentverse.config import GENRE_NAMES, era_of_year
 
 # --------------------------------------------------------------------------- simulated users
@@ -94,15 +94,15 @@ def make_users(
     train = split.train
     liked = train[train[RATING] >= like_threshold] if RATING in train else train
     liked = liked.assign(**{ITEM: liked[ITEM].astype(str), USER: liked[USER].astype(str)})
-    base = _Population.of(dataset.items, liked[ITEM])
+    base = Population.of(dataset.items, liked[ITEM])
     held = pd.concat([split.valid, split.test], ignore_index=True)
     held = chronological_order(held.assign(**{USER: held[USER].astype(str)}))
     targets = held.groupby(USER, sort=False)[ITEM].agg(lambda s: tuple(map(str, s))).to_dict()
     histories = liked.groupby(USER, sort=False)[ITEM].agg(tuple).to_dict()
-    eligible = sorted((u for u in targets if len(histories.get(u, ())) >= min_liked), key=_id_key)
+    eligible = sorted((u for u in targets if len(histories.get(u, ())) >= min_liked), key=id_key)
     if n is not None and n < len(eligible):
         rng = np.random.default_rng(seed)
-        eligible = sorted(rng.choice(eligible, size=n, replace=False).tolist(), key=_id_key)
+        eligible = sorted(rng.choice(eligible, size=n, replace=False).tolist(), key=id_key)
     low_by_user = _low_ratings(dataset)
     people = _people(dataset)
     users = []
@@ -118,14 +118,14 @@ def make_users(
                 era=base.era(history),
                 targets=targets[user],
                 history=tuple(history),
-                demographics=_demographics(people.get(user, {})),
+                demographics=read_demographics(people.get(user, {})),
             )
         )
     return users
 
 
 @dataclass(frozen=True)
-class _Population:
+class Population:
     """Every film's genres and year, and the genre and era shares of all users' liked films.
 
     A user's taste is what is over-represented in their films against these shares.
@@ -137,13 +137,13 @@ class _Population:
     era_shares: dict[str, float]
 
     @staticmethod
-    def of(items: pd.DataFrame, liked: pd.Series) -> _Population:
+    def of(items: pd.DataFrame, liked: pd.Series) -> Population:
         """The shares among ``liked`` (item ids of every liked known interaction)."""
         genres = dict(zip(items[ITEM].astype(str), items[GENRES], strict=True))
         years = dict(zip(items[ITEM].astype(str), items[YEAR], strict=True))
         genre_counts = Counter(g for i in liked for g in genres.get(i, ()) if g in GENRE_NAMES)
         era_counts = Counter(era_of_year(years.get(i)) for i in liked)
-        return _Population(
+        return Population(
             genres=genres,
             years=years,
             genre_shares={g: c / max(len(liked), 1) for g, c in genre_counts.items()},
@@ -199,7 +199,7 @@ def _people(dataset: Dataset) -> dict[str, dict[str, Any]]:
     return people.set_index(USER).to_dict("index")
 
 
-def _demographics(info: dict[str, Any]) -> dict[str, Any]:
+def read_demographics(info: dict[str, Any]) -> dict[str, Any]:
     """``age``, ``gender``, ``occupation``, ``zip`` from a user-table row (known ones only)."""
     demographics = {
         "age": int(info["age"]) if str(info.get("age", "")).isdigit() else info.get("age"),
