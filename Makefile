@@ -107,6 +107,7 @@ reproduce: $(NAMED) $(filter-out $(NAMED),$(BUILT))  ## run every notebook (defa
 report: $(STAMP)  ## REPRODUCTION.md and the HTML pages in docs/ from the notebooks executed in build/
 	$(BIN)/python -m recagents.report reproduction --build build --profile default --out REPRODUCTION.md
 	$(BIN)/python -m recagents.report html --build build --figures figures --out docs
+	$(BIN)/python -m recagents.report modules --out MODULES.md
 
 build/.replies: FORCE | $(STAMP)
 	$(call REPLY_SOURCE,default)

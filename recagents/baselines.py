@@ -51,7 +51,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import ITEM, RANK, SCORE, USER
-from recagents.config import settings
+from recagents.config import bounds, check_fields, settings
 from recagents.data.datasets import Split
 from recagents.locks import cache_lock
 from recagents.metrics import rank_by_score
@@ -113,11 +113,14 @@ class TrainConfig:
         seed: Seed for RecBole's initialisation and sampling.
     """
 
-    epochs: int = 100
-    stopping_step: int = 10
-    learning_rate: float = 1e-3
-    train_batch_size: int = 2048
+    epochs: int = field(default=100, metadata=bounds(0))
+    stopping_step: int = field(default=10, metadata=bounds(1))
+    learning_rate: float = field(default=1e-3, metadata=bounds(above=0))
+    train_batch_size: int = field(default=2048, metadata=bounds(1))
     seed: int = 2020
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @contextlib.contextmanager

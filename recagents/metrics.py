@@ -133,7 +133,6 @@ def rank_by_score(
 
     Raises:
         ValueError: If a column is missing or a (user, item) pair occurs twice.
-
     """
     _require_columns(frame, [USER, ITEM, SCORE], "frame")
     if frame.duplicated([USER, ITEM]).any():
@@ -191,7 +190,6 @@ def ranking_metrics(
     Raises:
         ValueError: On a missing column, an unknown metric, a bad cutoff, non-integer or
             < 1 ranks, a duplicate (user, item) row or two items sharing a user's rank.
-
     """
     _require_columns(ranked, [USER, ITEM, RANK], "ranked")
     _require_columns(truth, [USER, ITEM], "truth")
@@ -299,7 +297,6 @@ def bootstrap_ci(
 
     Raises:
         ValueError: If ``values`` is empty or has NaN, or ``n_boot``/``ci`` are invalid.
-
     """
     _check_boot_args(n_boot, ci)
     x = _as_float_array(values, "values")
@@ -345,7 +342,6 @@ def paired_bootstrap(
 
     Raises:
         ValueError: If the inputs are empty, contain NaN or differ in length.
-
     """
     _check_boot_args(n_boot, ci)
     x = _as_float_array(a, "a")
@@ -384,7 +380,6 @@ def summarize(
 
     Raises:
         ValueError: If a metric column has no non-missing values.
-
     """
     rows = []
     for column in per_user.columns:
@@ -412,7 +407,6 @@ def summarize_methods(
 
     Returns:
         Columns ``method, metric, mean, low, high, n``, methods in the order given.
-
     """
     parts = [
         summarize(values, n_boot=n_boot, ci=ci, seed=seed).assign(method=name)
@@ -436,7 +430,6 @@ def pick_interval(summary: pd.DataFrame, method: str, metric: str, **where: str)
 
     Raises:
         KeyError: If no row or several rows match.
-
     """
     mask = (summary["method"] == method) & (summary["metric"] == metric)
     for column, value in where.items():
@@ -479,7 +472,6 @@ def compare_to_reference(
     Raises:
         KeyError: If ``reference`` is not among the methods.
         ValueError: If two frames cover different users.
-
     """
     if reference not in per_user:
         raise KeyError(f"reference method {reference!r} not in {list(per_user)}")
@@ -544,7 +536,6 @@ def classification_metrics(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> dict
 
     Raises:
         ValueError: If the inputs are empty, differ in length or are not binary.
-
     """
     t = _as_binary(y_true, "y_true")
     p = _as_binary(y_pred, "y_pred")
@@ -582,7 +573,6 @@ def classification_ci(
 
     Raises:
         ValueError: As :func:`classification_metrics`, or on invalid ``n_boot``/``ci``.
-
     """
     _check_boot_args(n_boot, ci)
     point = classification_metrics(y_true, y_pred)

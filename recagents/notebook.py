@@ -54,7 +54,6 @@ def setup(seed: int = 0) -> None:
 
     Args:
         seed: Seed for every random number generator.
-
     """
     import numpy as np
     import pandas as pd
@@ -129,7 +128,6 @@ def record(name: str, value: Any) -> None:
     Raises:
         TypeError: If ``name`` is not a non-empty string or ``value`` is not recordable.
         ValueError: If ``value`` holds a NaN or infinite float (not valid JSON).
-
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"record name must be a non-empty string, got {name!r}")
@@ -181,7 +179,6 @@ def read_records(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
-
     """
     import nbformat
 

@@ -101,7 +101,6 @@ def figures_dir() -> Path:
 
     Returns:
         The (existing) figures directory.
-
     """
     directory = _resolve_figures_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -141,7 +140,6 @@ def savefig(fig: Figure, name: str, dpi: int = 150) -> Path:
 
     Raises:
         ValueError: If ``name`` contains a path separator or an extension.
-
     """
     _check_name(name)
     if os.environ.get(SAVEFIG_ENV, "1").strip() == "0":

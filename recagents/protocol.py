@@ -7,14 +7,10 @@ JSON schema (:func:`ranking_schema`), the same checked parse with a stated repai
 ``[user_id, item_id, score, rank]`` (:func:`ranking_frame`), so one evaluation serves them
 all. Notebook 01, section "Ranking the candidates", teaches it.
 
-It also fixes the two result shapes every paper's entry module
-(``recagents.papers.<paper>.entry``) returns, so the cross-paper comparison reads any paper
-without touching its internals: :class:`PaperRun` (what ``entry.run`` returns: the run's
-tidy tables, its headline metrics with 95% intervals, its calls and its wall time) and
-:class:`CandidateRanking` (what ``entry.rank`` returns for the rankers the comparison uses:
-the long frame over the shared candidates, each user's reply status and the calls). What
-every ``entry.run`` takes besides the dataset and the paper's settings is one
-:class:`RunOptions`, documented once here.
+It also holds the plug-in contract every paper's ``recagents.papers.<paper>.entry`` module
+keeps (:class:`Paper`): ``run`` takes :class:`RunOptions` and returns a :class:`PaperRun`,
+``rank`` takes a :class:`RankTask` and returns :class:`Ranking` objects, so the cross-paper
+comparison, the benchmarks and the tests read any paper without touching its internals.
 """
 
 from __future__ import annotations

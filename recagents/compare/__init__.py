@@ -10,20 +10,7 @@ was usable. Unusable replies are counted in :attr:`recagents.protocol.Ranking.st
 dropped: the user keeps a ranking (the repair rule of :func:`recagents.protocol.ranking_frame`)
 and is scored.
 
-Modules, in the order a run uses them:
-
-- ``protocol``: ``shared_protocol``, the single leave-one-out split, saved candidate sets
-  and user sample every method ranks (``Protocol``), ``check_frame`` and ``status_table``.
-- ``adapters``: ``run_baseline`` (the classic baselines) and ``run_paper``, which runs any
-  paper's rankers through the registry's one call, ``rank(task, config, options)``: the
-  comparison never reaches into a paper's internals, and a new paper needs nothing here.
-- ``leaderboard``: :func:`leaderboard`, NDCG@k / HR@k with bootstrap intervals and paired
-  tests against a reference method.
-- ``bias``: :func:`popularity_bias` (average popularity, coverage and Gini of the top-k
-  against the ground truth) and :func:`position_sensitivity` (the same candidates shown in
-  another order, :func:`reorder_candidates`, :func:`shared_rankers`).
-- ``cost``: :func:`cost_per_user`, :func:`cost_scaling`, :func:`scaling_runner` and
-  :func:`scaling_figure`.
+Its modules, one line each, are in MODULES.md (generated from their docstrings).
 
 Deviations, each deliberate and documented at its paper's ``rank``: AgentCF trains on the last
 ``n_targets + 2`` interactions before each shared user's test item (the paper's window) and

@@ -1,11 +1,7 @@
 """Data: datasets as tidy frames, the papers' released files, and how they are read safely.
 
-:mod:`~recagents.data.datasets` (frames, splits, candidate sets), :mod:`~recagents.data.atomic`
-(RecBole's atomic files, read strictly), :mod:`~recagents.data.releases` (the release
-fetcher: pinned commits, SHA-256, cached), :mod:`~recagents.data.released` (the papers'
-released datasets and agents), :mod:`~recagents.data.released_pickles` and
-:mod:`~recagents.data.safepickle` (pickles rebuilt by a bounded, allow-listed unpickler).
-:func:`load_dataset` is the one entry point that knows every dataset name.
+Its modules are in MODULES.md; :func:`load_dataset` is the one entry point that knows every
+dataset name (``ml-100k``, a paper's release, or the path of any RecBole atomic dataset).
 """
 
 from __future__ import annotations

@@ -29,11 +29,11 @@ from recagents.llm.schemas import ReplyTooComplex, validate_json
 from recagents.llm.wire import (  # noqa: F401  (re-exported: the client's public names)
     GRAMMAR_MAX_LENGTH,
     MAX_RETRY_AFTER_S,
-    _describe,
-    _MalformedReply,
-    _read_completion,
-    _retry_after,
+    MalformedReply,
+    describe_error,
+    error_retry_after,
     parse_json_reply,
+    read_completion,
     response_format,
     retry_after_seconds,
 )
@@ -487,12 +487,12 @@ class LLMClient:
             # Posted as plain JSON: the SDK's typed ``chat.completions.create`` re-walks every
             # message and builds pydantic models of the reply (a third of our CPU per request).
             response = await client.post("/chat/completions", body=body, cast_to=dict)
-            return _read_completion(response)
+            return read_completion(response)
         except APIStatusError as error:
-            tries.last_error, tries.delay = error, _retry_after(error)
+            tries.last_error, tries.delay = error, error_retry_after(error)
             if error.status_code != 429 and error.status_code < 500:
                 if error.status_code in _CONFIGURATION_STATUSES:
-                    state["fatal"] = _describe(error, self._api_key)
+                    state["fatal"] = describe_error(error, self._api_key)
                 tries.stop = True  # 400/401/404...: retrying cannot help
         except (APITimeoutError, APIConnectionError) as error:
             tries.last_error, tries.delay = error, None
@@ -502,14 +502,14 @@ class LLMClient:
                 state["down"] = dead
                 raise _TransportFailure(dead, attempt) from error
         # e.g. a gateway's HTML page, or a body nested too deep for the SDK's JSON decoder
-        except (_MalformedReply, ValueError, RecursionError) as error:
+        except (MalformedReply, ValueError, RecursionError) as error:
             tries.last_error, tries.delay = error, None
         return None
 
     def _give_up(self, state: dict[str, Any], tries: _Tries, attempts: int) -> _TransportFailure:
         """The failure after the last attempt; marks the endpoint down if it always refused."""
         error = tries.last_error
-        message = _describe(error, self._api_key) if error else "no attempt made"
+        message = describe_error(error, self._api_key) if error else "no attempt made"
         # The libraries' texts may embed the request URL: mask it with the endpoint's.
         message = redact_url(f"{message} (endpoint {state['url'] or self.backend})")
         if tries.refused == self.config.llm_max_attempts:

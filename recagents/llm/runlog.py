@@ -114,48 +114,6 @@ def ask(
     return results
 
 
-def ask_each(
-    client: LLMClient,
-    log: RunLog,
-    phase: str,
-    kind: str,
-    tags: Sequence[str],
-    messages: Sequence[list[dict[str, str]]],
-    schema: dict[str, Any] | Sequence[dict[str, Any]],
-    *,
-    temperature: float,
-    max_tokens: int | Sequence[int],
-    seed: int | None = 0,
-    desc: str | None = None,
-    progress: bool = True,
-) -> list[ChatResult]:
-    """One structured request per agent (``tags[i]`` asks ``messages[i]``), run as one batch.
-
-    The request every paper's agents send: the same sampling for the whole batch, one
-    schema and one token limit for all (or one per request, e.g. for lists of different
-    lengths), the agent's id as the request's tag.
-
-    Returns:
-        One result per request, in order (empty when there is nothing to ask).
-    """
-    schemas = [schema] * len(messages) if isinstance(schema, dict) else list(schema)
-    limits = [max_tokens] * len(messages) if isinstance(max_tokens, int) else list(max_tokens)
-    requests = [
-        ChatRequest(
-            messages=m,
-            schema=s,
-            temperature=temperature,
-            max_tokens=limit,
-            seed=seed,
-            tag=tag,
-        )
-        for tag, m, s, limit in zip(tags, messages, schemas, limits, strict=True)
-    ]
-    if not requests:
-        return []
-    return ask(client, log, phase, kind, requests, desc=desc, progress=progress)
-
-
 @dataclass(frozen=True)
 class RunContext:
     """What every step of a paper's agents passes down: the client, the log and the phase.
@@ -192,21 +150,26 @@ class RunContext:
         desc: str | None = None,
         progress: bool = True,
     ) -> list[ChatResult]:
-        """One structured request per agent, run as one batch (see :func:`ask_each`)."""
-        return ask_each(
-            self.client,
-            self.log,
-            self.phase,
-            kind,
-            tags,
-            messages,
-            schema,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            seed=seed,
-            desc=desc,
-            progress=progress,
-        )
+        """One structured request per agent (``tags[i]`` asks ``messages[i]``), run as one batch.
+
+        The request every paper's agents send: the same sampling for the whole batch, one
+        schema and one token limit for all (or one per request, e.g. for lists of different
+        lengths), the agent's id as the request's tag; accounted under :attr:`phase`.
+
+        Returns:
+            One result per request, in order (empty when there is nothing to ask).
+        """
+        schemas = [schema] * len(messages) if isinstance(schema, dict) else list(schema)
+        limits = [max_tokens] * len(messages) if isinstance(max_tokens, int) else list(max_tokens)
+        requests = [
+            ChatRequest(
+                messages=m, schema=s, temperature=temperature, max_tokens=limit, seed=seed, tag=tag
+            )
+            for tag, m, s, limit in zip(tags, messages, schemas, limits, strict=True)
+        ]
+        if not requests:
+            return []
+        return ask(self.client, self.log, self.phase, kind, requests, desc=desc, progress=progress)
 
 
 def cost_table(calls: pd.DataFrame, price_model: str = "gpt-3.5-turbo") -> pd.DataFrame:

@@ -22,7 +22,7 @@ from recagents.llm.schemas import parse_json_bounded
 MAX_RETRY_AFTER_S = 60.0
 
 
-class _MalformedReply(Exception):
+class MalformedReply(Exception):
     """The endpoint answered 200 with something that is not a chat completion."""
 
 
@@ -47,7 +47,7 @@ def _token_count(value: Any) -> int | None:
     return None
 
 
-def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
+def read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
     """Reply text, finish reason and token counts of a chat completion given as JSON.
 
     A token count that is negative, fractional, non-finite or absurd (see
@@ -55,22 +55,22 @@ def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
     reply lists it under ``usage_unknown``.
 
     Raises:
-        _MalformedReply: The endpoint answered with something else (e.g. a proxy's page).
+        MalformedReply: The endpoint answered with something else (e.g. a proxy's page).
     """
     try:
         choices = response["choices"]
         if not isinstance(choices, list):
             raise TypeError("choices is not a list")
         if not choices:
-            raise _MalformedReply("the completion has no choices")
+            raise MalformedReply("the completion has no choices")
         choice = choices[0]
         message = choice.get("message")
         if not isinstance(message, dict):
             shape = "a legacy text completion" if "text" in choice else "no message"
-            raise _MalformedReply(f"the completion's first choice has {shape}")
+            raise MalformedReply(f"the completion's first choice has {shape}")
         text = message.get("content")
         if not isinstance(text, str):
-            raise _MalformedReply(f"the completion's message content is {type(text).__name__}")
+            raise MalformedReply(f"the completion's message content is {type(text).__name__}")
         reply = {"text": text, "finish_reason": choice.get("finish_reason")}
         usage = response.get("usage") or {}
         counts = {  # a usage that is not an object (e.g. a string) leaves both unknown
@@ -82,7 +82,7 @@ def _read_completion(response: Any) -> tuple[dict[str, Any], int, int]:
             reply["usage_unknown"] = unknown
         return reply, counts["prompt_tokens"] or 0, counts["completion_tokens"] or 0
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-        raise _MalformedReply(f"reply is not a chat completion: {str(response)[:80]}") from error
+        raise MalformedReply(f"reply is not a chat completion: {str(response)[:80]}") from error
 
 
 def parse_json_reply(text: str) -> Any:
@@ -170,7 +170,8 @@ def retry_after_seconds(headers: Any, now: float | None = None) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
-def _retry_after(error: Exception) -> float | None:
+def error_retry_after(error: Exception) -> float | None:
+    """The seconds an HTTP error's ``Retry-After`` header asks for, if it has one."""
     response = getattr(error, "response", None)
     return retry_after_seconds(getattr(response, "headers", None) or {})
 
@@ -178,7 +179,7 @@ def _retry_after(error: Exception) -> float | None:
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*.]{4,}", re.IGNORECASE)
 
 
-def _describe(error: Exception, secret: str | None = None) -> str:
+def describe_error(error: Exception, secret: str | None = None) -> str:
     """One line naming the error class and status, with anything key-like masked."""
     status = getattr(error, "status_code", None)
     message = str(getattr(error, "message", "") or error)

@@ -1,7 +1,8 @@
-"""The command line: ``python -m recagents.report reproduction|html|fingerprint|stale|records``.
+"""The command line: ``python -m recagents.report reproduction|html|modules|fingerprint|...``.
 
 ``reproduction`` writes REPRODUCTION.md from the notebooks executed in a build folder;
-``html`` renders them and an index page of the figures (see ``make report``).
+``html`` renders them and an index page of the figures, ``modules`` writes MODULES.md (see
+``make report``).
 ``fingerprint`` and ``stale`` check that a rerun of the published run changed none of its
 files, naming each that did and the notebook to rerun; ``records`` writes or checks the
 recorded values of a build folder (see ``make check-published`` and
@@ -19,6 +20,7 @@ from pathlib import Path
 from recagents.report.claims import VERDICTS
 from recagents.report.evaluate import evaluate_claims
 from recagents.report.markdown import write_reproduction
+from recagents.report.modules import module_map
 from recagents.report.pages import render_html
 from recagents.report.published import (
     collect_records,
@@ -76,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     stale.add_argument("--before", type=Path, required=True, help="the `fingerprint` file")
     stale.add_argument("--root", type=Path, default=Path("."), help="repository root")
     stale.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="sources")
+    mods = commands.add_parser("modules", help="write the module map (MODULES.md)")
+    mods.add_argument("--out", type=Path, default=Path("MODULES.md"), help="Markdown file")
     recs = commands.add_parser("records", help="write or check a build folder's records")
     recs.add_argument("--build", type=Path, required=True, help="executed notebooks")
     target = recs.add_mutually_exclusive_group(required=True)
@@ -131,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import_jsonschema()  # before nbformat does, without the 2.5 s grammar (see its docstring)
     if args.command in ("fingerprint", "stale"):
         return _published(args)
+    if args.command == "modules":
+        args.out.write_text(module_map(), encoding="utf-8")
+        print(f"wrote {args.out}")
+        return 0
     build = Path(args.build)
     if not build.is_dir():
         parser.error(

@@ -28,9 +28,9 @@ from recagents.report.values import (
     Estimate,
     MissingRecord,
     PaperValue,
-    _estimate,
-    _read_ref,
     paper_value,
+    read_estimate,
+    read_ref,
 )
 from recagents.report.verdicts import (
     Verdict,
@@ -68,7 +68,8 @@ class RunInfo:
         return str(self.records.get("profile", "?"))
 
 
-def _first_heading(cells: Sequence[Any]) -> str:
+def first_heading(cells: Sequence[Any]) -> str:
+    """The text of the first Markdown heading of a notebook's cells (``""`` when none)."""
     for cell in cells:
         if cell.get("cell_type") != "markdown":
             continue
@@ -95,7 +96,7 @@ def read_run(path: Path) -> RunInfo:
         return RunInfo(stem, path, "unreadable", f"{path}: {type(error).__name__}: {error}")
     papermill = nb.metadata.get("papermill", {}) or {}
     executed = str(papermill.get("end_time") or "")
-    info = RunInfo(stem, path, "ran", "", _first_heading(nb.cells), records, executed)
+    info = RunInfo(stem, path, "ran", "", first_heading(nb.cells), records, executed)
     if papermill.get("exception"):
         info.status = "failed"
         info.detail = f"{path} stopped with an error (papermill recorded an exception)"
@@ -141,7 +142,7 @@ def _sample_size(claim: Claim, records: Mapping[str, Any], *estimates: Estimate)
 def _judge_no_amplification(
     claim: Claim, records: Mapping[str, Any]
 ) -> tuple[str, Verdict, int | None]:
-    key, (value, _) = _read_ref(claim.ours, records)
+    key, (value, _) = read_ref(claim.ours, records)
     if not isinstance(value, Mapping) or not {"diff", "amplifies"} <= set(value):
         raise ValueError(f"record {key!r}: expected {{'diff', 'amplifies'}}, got {value!r}")
     diff, amplifies = float(value["diff"]), bool(value["amplifies"])
@@ -155,7 +156,7 @@ def _judge_no_amplification(
     activity = []
     for ref in claim.activity:
         try:
-            activity.append((ref.label or ref.key, _estimate(ref, records)[1]))
+            activity.append((ref.label or ref.key, read_estimate(ref, records)[1]))
         except MissingRecord:
             ours += f"; {ref.label or ref.key} not recorded"
     if activity:
@@ -171,7 +172,7 @@ def _judge_greater(
 ) -> tuple[str, Verdict, int | None]:
     if claim.versus is None:
         raise ValueError(f"claim {claim.id}: rule 'greater' needs 'versus'")
-    _, b = _estimate(claim.versus, records)
+    _, b = read_estimate(claim.versus, records)
     a_label, b_label = claim.ours.label or "A", claim.versus.label or "B"
     effect = claim.effect
     if effect is None and paper is not None and paper.difference is not None:
@@ -188,7 +189,7 @@ def _judge_contains(
     chance = None
     if claim.chance is not None:
         try:
-            _, baseline = _estimate(claim.chance, records)
+            _, baseline = read_estimate(claim.chance, records)
         except MissingRecord:
             ours += "; no random baseline recorded"
         else:
@@ -204,7 +205,7 @@ def _judge(
     """Our shown value, the verdict of ``claim.rule`` and ``n``; raises ``MissingRecord``."""
     if claim.rule == "no_amplification":
         return _judge_no_amplification(claim, records)
-    _, a = _estimate(claim.ours, records)
+    _, a = read_estimate(claim.ours, records)
     if claim.rule == "greater":
         return _judge_greater(claim, paper, records, a)
     if claim.rule == "contains":
@@ -234,7 +235,7 @@ _DEMONSTRATION = {
 }
 
 
-def _embedded_model() -> str:
+def embedded_model() -> str:
     """The alias of the embedded default model (its module imports only the standard library)."""
     from recagents.llm.local import MODEL_ALIAS
 
@@ -274,7 +275,7 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
         verdict == NOT_REPRODUCED
         and claim.llm
         and not claim.model
-        and run.model == _embedded_model()
+        and run.model == embedded_model()
     ):
         reason += f"; the embedded {run.model} answers near chance (see the caveats)"
     power = (n, judged.detectable, judged.effect)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recagents.report.evaluate import _first_heading
+from recagents.report.evaluate import first_heading
 from recagents.report.loading import load_notebooks
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
         target = out_dir / f"{path.stem}.html"
         try:
             nb = nbformat.read(path, as_version=4)
-            title = _first_heading(nb.cells) or path.stem
+            title = first_heading(nb.cells) or path.stem
             clean = publishable(nb)
             stamp = _stamp(nbformat.writes(clean), title)
             sheet = _rendered_sheet(target, stamp, out_dir)

@@ -193,7 +193,12 @@ def resolve_key(template: str, records: Mapping[str, Any]) -> str:
     return template.format(**{name: records[name] for name in names})
 
 
-def _read_ref(ref: RecordRef, records: Mapping[str, Any]) -> tuple[str, Any]:
+def read_ref(ref: RecordRef, records: Mapping[str, Any]) -> tuple[str, Any]:
+    """The resolved key of ``ref`` and ``(value, n)`` (``n`` from the record, when it holds one).
+
+    Raises:
+        MissingRecord: The run wrote no such record, or the record lacks ``ref.field``.
+    """
     key = resolve_key(ref.key, records)
     if key not in records:
         raise MissingRecord(f"record {key!r}")
@@ -206,8 +211,9 @@ def _read_ref(ref: RecordRef, records: Mapping[str, Any]) -> tuple[str, Any]:
     return key, (value, None)
 
 
-def _estimate(ref: RecordRef, records: Mapping[str, Any]) -> tuple[str, Estimate]:
-    key, (value, n) = _read_ref(ref, records)
+def read_estimate(ref: RecordRef, records: Mapping[str, Any]) -> tuple[str, Estimate]:
+    """The resolved key of ``ref`` and its :class:`Estimate` (a clear error for a bad value)."""
+    key, (value, n) = read_ref(ref, records)
     try:
         return key, Estimate.from_value(value, n)
     except ValueError as error:

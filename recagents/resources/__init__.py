@@ -21,12 +21,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = [
-    "ResourceError",
-    "read_resource",
-    "resource",
-]
-
 
 class ResourceError(ValueError):
     """A resource file that is not JSON, or does not match its schema."""

@@ -80,3 +80,13 @@ def test_an_unknown_structured_mode_from_the_environment_is_named(
     monkeypatch.setenv("RECAGENTS_LLM_STRUCTURED", "xml")
     with pytest.raises(ConfigError, match=r"\(RECAGENTS_LLM_STRUCTURED\)='xml' is not one of"):
         settings()
+
+
+def test_training_settings_use_it_too() -> None:
+    from recagents.baselines import TrainConfig
+
+    assert TrainConfig(epochs=0).epochs == 0  # no training: Pop and Random need none
+    with pytest.raises(ConfigError, match=r"TrainConfig.learning_rate=0.0 is out of range"):
+        TrainConfig(learning_rate=0.0)
+    with pytest.raises(ConfigError, match=r"TrainConfig.stopping_step=0 is out of range"):
+        TrainConfig(stopping_step=0)

@@ -723,17 +723,17 @@ def test_an_empty_cache_is_used(scripted_server: ScriptedServer, tmp_path: Path,
     "body", [{"choices": ["text"]}, {"choices": None}, {"choices": [{"message": "x"}]}, []]
 )
 def test_odd_completion_shapes_are_malformed_replies(body: Any) -> None:
-    from recagents.llm.client import _MalformedReply, _read_completion
+    from recagents.llm.client import MalformedReply, read_completion
 
-    with pytest.raises(_MalformedReply):
-        _read_completion(body)
+    with pytest.raises(MalformedReply):
+        read_completion(body)
 
 
 def test_a_well_formed_completion_is_read() -> None:
-    from recagents.llm.client import _read_completion
+    from recagents.llm.client import read_completion
 
     body = {
         "choices": [{"message": {"content": "Heat"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 7, "completion_tokens": 2},
     }
-    assert _read_completion(body) == ({"text": "Heat", "finish_reason": "stop"}, 7, 2)
+    assert read_completion(body) == ({"text": "Heat", "finish_reason": "stop"}, 7, 2)

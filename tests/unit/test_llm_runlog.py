@@ -12,7 +12,7 @@ from scripted_server import scripted_server as scripted_server  # noqa: F401  (f
 
 from recagents.config import settings
 from recagents.llm.client import ChatResult, LLMClient
-from recagents.llm.runlog import CALL_COLUMNS, RunContext, RunLog, ask_each, cost_table
+from recagents.llm.runlog import CALL_COLUMNS, RunContext, RunLog, cost_table
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
@@ -39,16 +39,13 @@ def _client(url: str, tmp_path: Path) -> LLMClient:
     )
 
 
-def test_ask_each_sends_one_request_per_agent_and_logs_every_call(
+def test_context_ask_sends_one_request_per_agent_and_logs_every_call(
     scripted_server: ScriptedServer, tmp_path: Path
 ) -> None:
     scripted_server.script(reply(json.dumps({"ok": True})), status(400))
     log = RunLog()
     messages = [[{"role": "user", "content": f"agent {i}"}] for i in range(2)]
-    results = ask_each(
-        _client(scripted_server.url, tmp_path),
-        log,
-        "train",
+    results = RunContext(_client(scripted_server.url, tmp_path), log, "train").ask(
         "forward",
         ["u1", "u2"],
         messages,
@@ -72,15 +69,12 @@ def test_ask_each_sends_one_request_per_agent_and_logs_every_call(
     assert int(table.loc["total", "calls"]) == 2 and int(table.loc["total", "failed"]) == 1
 
 
-def test_ask_each_takes_one_schema_per_request_and_nothing_to_ask(tmp_path: Path) -> None:
+def test_context_ask_takes_one_schema_per_request_and_nothing_to_ask(tmp_path: Path) -> None:
     with ScriptedServer(default=reply(json.dumps({"ok": False}))) as server:
         log = RunLog()
         other = {**SCHEMA, "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}}}
         client = _client(server.url, tmp_path)
-        results = ask_each(
-            client,
-            log,
-            "p",
+        results = RunContext(client, log, "p").ask(
             "k",
             ["a", "b"],
             [[{"role": "user", "content": "x"}], [{"role": "user", "content": "y"}]],
@@ -94,19 +88,21 @@ def test_ask_each_takes_one_schema_per_request_and_nothing_to_ask(tmp_path: Path
         schemas = [b["response_format"]["json_schema"]["schema"] for b in server.chat_bodies()]
         assert schemas == [SCHEMA, other]
         assert {b["seed"] for b in server.chat_bodies()} == {7}
-        empty = ask_each(client, log, "p", "k", [], [], SCHEMA, temperature=0.0, max_tokens=10)
+        empty = RunContext(client, log, "p").ask(
+            "k", [], [], SCHEMA, temperature=0.0, max_tokens=10
+        )
         assert empty == [] and len(log.calls) == 2 and server.count() == 2
 
 
-def test_ask_each_takes_one_token_limit_per_request(tmp_path: Path) -> None:
+def test_context_ask_takes_one_token_limit_per_request(tmp_path: Path) -> None:
     with ScriptedServer(default=reply(json.dumps({"ok": True}))) as server:
         client = _client(server.url, tmp_path)
         messages = [[{"role": "user", "content": c}] for c in ("x", "y", "z")]
-        ask_each(client, RunLog(), "p", "k", ["a", "b", "c"], messages, SCHEMA,
+        RunContext(client, RunLog(), "p").ask("k", ["a", "b", "c"], messages, SCHEMA,
                  temperature=0.0, max_tokens=[10, 25, 40], progress=False)  # fmt: skip
         assert [b["max_tokens"] for b in server.chat_bodies()] == [10, 25, 40]
         with pytest.raises(ValueError):
-            ask_each(client, RunLog(), "p", "k", ["a", "b", "c"], messages, SCHEMA,
+            RunContext(client, RunLog(), "p").ask("k", ["a", "b", "c"], messages, SCHEMA,
                      temperature=0.0, max_tokens=[10, 25], progress=False)  # fmt: skip
         assert server.count() == 3, "a limit list of the wrong length sends nothing"
 

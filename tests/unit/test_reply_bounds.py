@@ -27,7 +27,7 @@ from recagents.llm.schemas import (
     ReplyTooComplex,
     parse_json_bounded,
 )
-from recagents.llm.wire import MAX_TOKEN_COUNT, _read_completion
+from recagents.llm.wire import MAX_TOKEN_COUNT, read_completion
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 NESTED = "[" * 1000 + "]" * 1000
@@ -258,7 +258,7 @@ def test_an_unusable_usage_is_unknown_and_the_reply_kept(
 
 def test_read_completion_sanitises_each_count() -> None:
     def read(usage: Any) -> tuple[dict[str, Any], int, int]:
-        return _read_completion({"choices": [{"message": {"content": "x"}}], "usage": usage})
+        return read_completion({"choices": [{"message": {"content": "x"}}], "usage": usage})
 
     assert read({"prompt_tokens": 7, "completion_tokens": 2})[1:] == (7, 2)
     assert "usage_unknown" not in read({"prompt_tokens": 7})[0]  # absent: 0, as before

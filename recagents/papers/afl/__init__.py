@@ -11,13 +11,5 @@ or a round limit is reached; the prediction is the last proposal. One round alon
 *single recommendation agent*. The dialogue memory also makes the user agent a better *user
 simulator* (like / dislike judgements).
 
-Modules, in the order a run uses them: ``config`` (:class:`~.config.AFLConfig`, the paper's
-settings as defaults; where the paper and its code disagree, an option), ``samples`` (one
-:class:`~.samples.Sample` per test user with the SASRec tool's view), ``prompts`` (pure
-prompt builders, schemas and parsers), ``loop`` (the feedback loop, batched over samples,
-every call accounted), ``user_simulation`` (the like / dislike protocol at 1:1, 1:3, 1:9),
-``evaluate`` (HR@1 by round limit, stops, simulation metrics), ``scripted`` (a scripted user
-agent for demonstrations, never an LLM result), ``seeds`` (AFL against the single agent over
-several seeds), ``analysis`` (bias, figures, a dialogue trace) and ``entry`` (the plug-in:
-``run`` and ``rank``). Importing the package runs nothing.
+Its modules, one line each, are in MODULES.md (generated from their docstrings).
 """

@@ -303,7 +303,7 @@ def simulate(
     config = config or Agent4RecConfig()
     ctx = RunContext(client or get_client(), log if log is not None else RunLog(), "page")
     if embed is None:
-        from recagents.llm import embed as embed_texts
+        from recagents.llm.embed import embed as embed_texts
 
         embed = embed_texts
     visit = start_visit(agents, ranked, lines, sentences, recommender, config, embed)

@@ -11,10 +11,5 @@ reaches every later user of it. At test time a user agent ranks 1 + 9 candidates
 with its item memory. Every quirk of the official code is an option of
 :class:`~recagents.papers.agentcf.config.AgentCFConfig` whose default is the paper's behaviour.
 
-Modules: ``config`` (settings), ``subsets`` (the paper's data construction), ``prompts``
-(pure prompt builders and parsers), ``agents`` (memories and the training loop),
-``evaluate`` (the rankers and the pairwise probe), ``pipeline`` (one subset's experiment,
-step by step), ``entry`` (the plug-in: ``run`` and ``rank``), ``analysis`` (reading a run),
-``released_agents`` (the authors' released agents, memory quality with the ranker held
-fixed) and ``seeds`` (B+R against B over several seeds).
+Its modules, one line each, are in MODULES.md (generated from their docstrings).
 """

@@ -125,7 +125,7 @@ def retrieve_version(
     if not pool:
         return versions[0], True
     if embed is None:
-        from recagents.llm import embed as embed_texts
+        from recagents.llm.embed import embed as embed_texts
 
         embed = embed_texts
     vectors = embed([query, *pool])
@@ -192,7 +192,7 @@ def rank_candidates(
         client: LLM client.
         log: Where to account the calls.
         phase: Log label (default ``rank:<variant>``).
-        embed: Embedding function for B+R (default: :func:`recagents.llm.embed`).
+        embed: Embedding function for B+R (default: :func:`recagents.llm.embed.embed`).
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
