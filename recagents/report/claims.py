@@ -19,8 +19,20 @@ INCONCLUSIVE = "inconclusive (underpowered)"
 below the claim's ``min_n``, or a no-difference claim rests on methods that both did nothing."""
 NOT_REPRODUCED = "not reproduced"
 NOT_COMPARABLE = "not comparable"
+OURS_ONLY = "ours only"
+"""A row without a paper number (a protocol check, a demonstration, an experiment a release
+makes possible): not a failed comparison; the same rule applied to our values says what we
+showed."""
 NOT_RUN = "not run"
-VERDICTS = (REPRODUCED, DIRECTION_ONLY, INCONCLUSIVE, NOT_REPRODUCED, NOT_COMPARABLE, NOT_RUN)
+VERDICTS = (
+    REPRODUCED,
+    DIRECTION_ONLY,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_COMPARABLE,
+    OURS_ONLY,
+    NOT_RUN,
+)
 """Every verdict the report can give, in the order the summary counts them."""
 
 PERSPECTIVE = "no number in the paper (perspective paper); our demonstration"
@@ -115,6 +127,8 @@ class Claim:
         datasets: The datasets (our names, as the notebook records ``dataset``) the paper's
             value was measured on. A run on any other dataset is **not comparable**: a paper
             value is compared only with ours on the same data (empty: not restricted).
+        unreleased: Why none of ``datasets`` can be run (no release holds it), from the
+            ``unreleased`` table of ``claims.json``; empty when one of them is available.
     """
 
     id: str
@@ -137,6 +151,7 @@ class Claim:
     activity: tuple[RecordRef, ...] = ()
     datasets: tuple[str, ...] = ()
     model: str = ""
+    unreleased: str = ""
 
     def record_refs(self) -> list[RecordRef]:
         """The records this claim reads (ours, then the comparison's)."""

@@ -20,6 +20,7 @@ from recagents.report.claims import (
     NOT_COMPARABLE,
     NOT_REPRODUCED,
     NOT_RUN,
+    OURS_ONLY,
     REPRODUCED,
     Claim,
 )
@@ -242,6 +243,20 @@ def embedded_model() -> str:
     return MODEL_ALIAS
 
 
+def _other_data(claim: Claim, ran_on: str) -> str:
+    """Why a run on ``ran_on`` cannot be held against the paper, and what would make it so."""
+    where = ", ".join(claim.datasets)
+    if claim.unreleased:
+        return (
+            f"the paper's value is on {where}, which no release holds ({claim.unreleased}); "
+            f"this run is on {ran_on}"
+        )
+    return (
+        f"the paper's value is on {where}; this run is on {ran_on}, where the paper reports "
+        f'none (run the notebook with DATASET="{claim.datasets[0]}" for a comparable row)'
+    )
+
+
 def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
     """Judge one claim on one executed notebook (never raises for a missing value)."""
     paper = paper_value(claim.paper) if claim.paper is not None else None
@@ -250,6 +265,10 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
     try:
         ours, judged, n = _judge(claim, paper, run.records)
     except MissingRecord as error:
+        ran_on = str(run.records.get("dataset", ""))
+        if claim.unreleased and ran_on and ran_on not in claim.datasets:
+            reason = _other_data(claim, ran_on)
+            return Outcome(claim, paper, "—", NOT_COMPARABLE, reason, run.model, run.profile)
         reason = (
             f"{run.detail}; " if run.status == "failed" else ""
         ) + f"this run (profile {run.profile}) has no {error.args[0]}"
@@ -262,15 +281,11 @@ def evaluate_claim(claim: Claim, run: RunInfo) -> Outcome:
     ours += _context(claim, run.records)
     ran_on = str(run.records.get("dataset", ""))
     if claim.paper is not None and claim.datasets and ran_on and ran_on not in claim.datasets:
-        reason = (
-            f"the paper's value is on {', '.join(claim.datasets)}; this run is on "
-            f"{ran_on}, where the paper reports none"
-        )
-        verdict = NOT_COMPARABLE
+        verdict, reason = NOT_COMPARABLE, _other_data(claim, ran_on)
     elif claim.paper is None:
         shown = _DEMONSTRATION.get(verdict, verdict)
         reason = f"{claim.no_paper or 'no paper number'}: {shown} ({reason})"
-        verdict = NOT_COMPARABLE
+        verdict = OURS_ONLY
     elif (
         verdict == NOT_REPRODUCED
         and claim.llm

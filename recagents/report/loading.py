@@ -105,7 +105,11 @@ CLAIMS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["claims"],
     "additionalProperties": False,
-    "properties": {**_ABOUT, "claims": {"type": "array", "minItems": 1, "items": _CLAIM}},
+    "properties": {
+        **_ABOUT,
+        "claims": {"type": "array", "minItems": 1, "items": _CLAIM},
+        "unreleased": {"type": "object", "additionalProperties": _NAME},
+    },
 }
 
 #: Schema of ``notebooks.json``: ``{"notebooks": {stem: notebook, ...}}`` in reading order.
@@ -160,8 +164,11 @@ def _paper_ref(entry: Mapping[str, Any] | None) -> PaperRef | None:
     return PaperRef(**fields)
 
 
-def _claim(entry: Mapping[str, Any]) -> Claim:
+def _claim(entry: Mapping[str, Any], unreleased: Mapping[str, str]) -> Claim:
     fields = dict(entry)
+    missing = [unreleased[name] for name in fields.get("datasets", ()) if name in unreleased]
+    if missing and len(missing) == len(fields["datasets"]):
+        fields["unreleased"] = "; ".join(dict.fromkeys(missing))
     fields["paper"] = _paper_ref(fields["paper"])
     for name in ("ours", "versus", "chance"):
         if name in fields:
@@ -190,7 +197,8 @@ def load_claims(path: Path | Traversable | None = None) -> tuple[Claim, ...]:
             an id.
     """
     path = path or resource("claims.json")
-    entries = read_resource(path, CLAIMS_SCHEMA)["claims"]
+    table = read_resource(path, CLAIMS_SCHEMA)
+    entries, unreleased = table["claims"], table.get("unreleased", {})
     seen: dict[str, int] = {}
     for index, entry in enumerate(entries):
         first = seen.setdefault(entry["id"], index)
@@ -199,7 +207,7 @@ def load_claims(path: Path | Traversable | None = None) -> tuple[Claim, ...]:
                 f"{path}: claims[{index}].id: {entry['id']!r} is already the id of "
                 f"claims[{first}]; ids must be unique"
             )
-    return tuple(_claim(entry) for entry in entries)
+    return tuple(_claim(entry, unreleased) for entry in entries)
 
 
 @cache

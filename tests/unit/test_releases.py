@@ -118,7 +118,14 @@ def _cache_root(cache_dir: Path) -> Path:
 
 
 def test_packaged_manifest_loads() -> None:
-    assert releases.release_names() == ["afl-lastfm", "agentcf-cds"]
+    assert releases.release_names() == ["afl-lastfm", "agent4rec-ml1m", "agentcf-cds"]
+    a4r = releases.manifest("agent4rec-ml1m")
+    paths = {item.path for item in a4r.files}
+    for run, agents in (("LightGCN/lgn_1000_5_4_1009", 1000), ("MF/mf_100_5_4", 100)):
+        for kind, suffix in (("behavior", "pkl"), ("running_logs", "txt")):
+            listed = {p for p in paths if p.startswith(f"storage/ml-1m/{run}/{kind}/")}
+            assert listed == {f"storage/ml-1m/{run}/{kind}/{k}.{suffix}" for k in range(agents)}
+        assert f"storage/ml-1m/{run}/metrics.txt" in paths
     afl = releases.manifest("afl-lastfm")
     assert (afl.owner, afl.repo, afl.licence) == ("Lanyu0303", "AFL", "MIT")
     assert "data/lastfm/train_data.df" in {item.path for item in afl.files}

@@ -26,6 +26,7 @@ from recagents.report.claims import (
     NOT_COMPARABLE,
     NOT_REPRODUCED,
     NOT_RUN,
+    OURS_ONLY,
     PERSPECTIVE,
     REPRODUCED,
 )
@@ -329,7 +330,34 @@ def test_a_run_on_other_data_than_the_papers_is_not_comparable(tmp_path):
     )
     outcome = _outcomes_by_id(build)["ira-hit-fuzzy"]
     assert outcome.verdict == NOT_COMPARABLE
-    assert "on ml-10m, ml-latest; this run is on ml-100k" in outcome.reason
+    assert "on ml-10m, ml-latest, which no release holds (" in outcome.reason
+    assert outcome.reason.endswith("; this run is on ml-100k")
+
+
+def test_other_data_that_a_release_holds_names_the_dataset_to_run(tmp_path):
+    build = tmp_path / "build"
+    claim = next(c for c in load_claims() if c.id == "agentcf-br-ndcg10")
+    assert claim.datasets == ("cds-dense",) and not claim.unreleased
+    refs = [claim.ours, *([claim.chance] if claim.chance else [])]
+    records = {"model": "m", "dataset": "ml-100k", **{r.key: [0.5, 0.4, 0.6] for r in refs}}
+    write_executed(build / f"{claim.notebook}.ipynb", records)
+    outcome = _outcomes_by_id(build)[claim.id]
+    assert outcome.verdict == NOT_COMPARABLE
+    assert (
+        "this run is on ml-100k, where the paper reports none (run the notebook with "
+        'DATASET="cds-dense"' in outcome.reason
+    )
+    records["dataset"] = "cds-dense"
+    write_executed(build / f"{claim.notebook}.ipynb", records)
+    assert _outcomes_by_id(build)[claim.id].verdict != NOT_COMPARABLE
+
+
+def test_only_the_papers_unreleased_data_is_named_missing():
+    unreleased = {c.id: c.unreleased for c in load_claims() if c.unreleased}
+    assert unreleased and all("release" in why for why in unreleased.values())
+    for claim in load_claims():
+        if claim.id in unreleased:
+            assert set(claim.datasets) <= {"office-dense", "office-sparse", "ml-10m", "ml-latest"}
 
 
 def test_embedded_model_near_chance_is_not_reproduced_with_the_reason(tmp_path):
@@ -385,7 +413,7 @@ def test_afl_claims_read_the_runs_metrics(tmp_path):
     assert outcomes["afl-user-sim-f1"].verdict == NOT_RUN
 
 
-def test_a_paper_without_numbers_is_not_comparable_but_our_result_is_shown(tmp_path):
+def test_a_paper_without_numbers_is_ours_only_and_our_result_is_shown(tmp_path):
     build = tmp_path / "build"
     records = {
         "model": "m",
@@ -394,7 +422,7 @@ def test_a_paper_without_numbers_is_not_comparable_but_our_result_is_shown(tmp_p
     }
     write_executed(build / "05_rec4agentverse.ipynb", records)
     outcome = _outcomes_by_id(build)["r4a-stage2-taste-template"]
-    assert outcome.verdict == NOT_COMPARABLE
+    assert outcome.verdict == OURS_ONLY
     assert outcome.reason.startswith(PERSPECTIVE) and "shown" in outcome.reason
 
 
@@ -738,3 +766,12 @@ def test_the_module_map_is_generated_and_current():
     committed = (ROOT / "MODULES.md").read_text(encoding="utf-8")
     assert committed == module_map(), "MODULES.md is stale: run `make report` and commit it"
     assert "- `recagents.papers.afl.entry`:" in committed and "(no docstring)" not in committed
+
+
+def test_a_claim_on_unreleased_data_is_not_comparable_even_when_not_recorded(tmp_path):
+    build = tmp_path / "build"
+    claim = next(c for c in load_claims() if c.id == "agentcf-bh-sparse-ndcg10")
+    write_executed(build / f"{claim.notebook}.ipynb", {"model": "m", "dataset": "cds-dense"})
+    outcome = _outcomes_by_id(build)[claim.id]
+    assert outcome.verdict == NOT_COMPARABLE
+    assert "which no release holds" in outcome.reason and "Office" in outcome.reason

@@ -8,6 +8,7 @@ read them from here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from recagents.config import bounds, check_fields
 
@@ -38,6 +39,9 @@ class Agent4RecConfig:
         temperature: Sampling temperature of every call (0.2).
         domain: The noun prompts use for an item.
         seed: Seeds sampling (the official code uses 101).
+        prompts: ``"ours"`` (our prompts in our own words, JSON replies) or ``"released"``
+            (the authors' prompt text, read from their release at run time, and free-text
+            replies parsed by our parser).
     """
 
     items_per_page: int = field(default=4, metadata=bounds(1))
@@ -49,6 +53,7 @@ class Agent4RecConfig:
     temperature: float = field(default=0.2, metadata=bounds(0, 2))
     domain: str = "movie"
     seed: int = 101
+    prompts: Literal["ours", "released"] = "ours"
 
     def __post_init__(self) -> None:
         check_fields(self)
