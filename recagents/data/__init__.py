@@ -16,7 +16,7 @@ def load_dataset(name_or_path: str | Path = "ml-100k") -> Dataset:
     """Load a dataset by name or path: ``ml-100k``, a paper's release, or any atomic dataset.
 
     A name in :data:`~recagents.data.datasets.RELEASED_DATASETS` (``"cds-dense"``,
-    ``"cds-sparse"``, ``"lastfm"``) loads a paper's released files through
+    ``"cds-sparse"``, ``"lastfm"``, ``"agent4rec-ml1m"``) loads a paper's released files through
     :func:`~recagents.data.released.released_dataset` (their split and test samples come from
     :mod:`~recagents.data.released`); anything else is read by
     :func:`~recagents.data.datasets.read_dataset`.

@@ -39,8 +39,9 @@ from recagents.data.atomic import (
 #: Datasets that ship inside an installed package and need no path.
 EMBEDDED_DATASETS = ("ml-100k",)
 #: The papers' released datasets, fetched by :mod:`recagents.data.releases` and read by
-#: :mod:`recagents.data.released` (AgentCF's CDs subsets with their split; AFL's LastFM).
-RELEASED_DATASETS = ("cds-dense", "cds-sparse", "lastfm")
+#: :mod:`recagents.data.released` (AgentCF's CDs subsets with their split; AFL's LastFM;
+#: Agent4Rec's ML-1M agents with their split).
+RELEASED_DATASETS = ("cds-dense", "cds-sparse", "lastfm", "agent4rec-ml1m")
 
 #: Item-file fields that hold the title, the year and the genres, first match wins.
 TITLE_FIELDS = ("movie_title", "title", "name", "app_name", "artist_name")

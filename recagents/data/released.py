@@ -1,4 +1,4 @@
-"""The papers' released data as named datasets: AgentCF's CDs subsets and AFL's LastFM.
+"""The papers' released data as named datasets: AgentCF's CDs, AFL's LastFM, Agent4Rec's ML-1M.
 
 Every file comes through :func:`recagents.data.releases.fetch` (SHA-256 checked; the offline
 mirror only when ``RECAGENTS_RELEASES_MIRROR`` names it) and every pickle through
@@ -12,6 +12,10 @@ mirror only when ``RECAGENTS_RELEASES_MIRROR`` names it) and every pickle throug
 * ``lastfm`` (:func:`load_lastfm`): AFL's LastFM (LLaRA format) with artist names, the
   released test samples (not a re-split) and SASRec's released predictions on them;
   :func:`sasrec_hit_at_1` is SASRec alone, to check against the paper's LastFM row.
+* ``agent4rec-ml1m`` (:func:`load_agent4rec_ml1m`): Agent4Rec's 1,000 ML-1M agents (ids
+  ``"0"``..``"999"``) with their released split and movie details (title, mean rating,
+  summary), but no ratings (the release has none); their personas and trait levels:
+  :func:`agent4rec_personas`, :func:`agent4rec_traits`.
 
 :func:`recagents.data.load_dataset` delegates these names to :func:`released_dataset`.
 """
@@ -20,8 +24,10 @@ from __future__ import annotations
 
 import html
 import random
+import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -36,6 +42,9 @@ from recagents.metrics import bootstrap_ci
 #: The releases (names in ``recagents/resources/releases.json``) these datasets come from.
 AGENTCF_RELEASE = "agentcf-cds"
 AFL_RELEASE = "afl-lastfm"
+AGENT4REC_RELEASE = "agent4rec-ml1m"
+#: The name of Agent4Rec's released ML-1M agents as a dataset (the release's name).
+AGENT4REC_ML1M = "agent4rec-ml1m"
 #: The item id LLaRA's LastFM frames pad short sequences with (AFL's ``padding_item_id``).
 LASTFM_PADDING = 4606
 #: The seed and list size of AFL's released LastFM evaluation (``scripts/evaluate_rec.sh``).
@@ -48,6 +57,9 @@ CDS_NO_CATEGORY = "CDs"
 _LASTFM = "data/lastfm"
 _SASREC = "data/prior_lastfm/SASRec.csv"
 _SAVED = "saved/1000"
+_A4R_SIMULATION = "datasets/ml-1m/simulation"
+_A4R_SPLIT = "datasets/ml-1m/cf_data"
+_A4R_YEAR = re.compile(r"^(?P<title>.*\S)\s*\((?P<year>\d{4})\)$")
 
 
 def _fetch(release: str, path: str) -> Path:
@@ -394,6 +406,220 @@ def sasrec_hit_at_1(
     return {"hr@1": mean, "low": low, "high": high, "n": len(hits), "hits": int(hits.sum())}
 
 
+# --------------------------------------------------------------------------- Agent4Rec's ML-1M
+
+
+def read_release_csv(
+    path: Path, columns: Sequence[str], numeric: Sequence[str] = (), **read_options: Any
+) -> pd.DataFrame:
+    """One released CSV file, checked: readable, with ``columns``, numbers numeric.
+
+    Why: pandas' own errors name neither the file nor the row, and a non-numeric rating
+    would otherwise surface as a bare ``ValueError`` far from the file that holds it.
+
+    Args:
+        path: The file.
+        columns: Columns it must have.
+        numeric: Columns whose every non-empty value must be a finite number.
+        read_options: Passed to :func:`pandas.read_csv`.
+
+    Raises:
+        DatasetError: Naming the file, and for a bad value its line (the header is line 1)
+            and column.
+    """
+    try:
+        frame = pd.read_csv(path, **read_options)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise DatasetError(f"{path}: not a readable CSV file ({error})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DatasetError(f"{path}: missing column(s) {missing}; it has {list(frame.columns)}")
+    for column in numeric:
+        text = frame[column].astype(str).str.strip()
+        values = pd.to_numeric(text.where(text != "", "nan"), errors="coerce")
+        bad = (values.isna() & (text != "") & (text.str.lower() != "nan")) | values.abs().eq(
+            float("inf")
+        )
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise DatasetError(
+                f"{path}: line {row + 2}, column {column}: {frame[column].iloc[row]!r} is not "
+                "a finite number"
+            )
+    return frame
+
+
+def _a4r_file(name: str) -> Path:
+    return _fetch(AGENT4REC_RELEASE, name)
+
+
+def agent4rec_items() -> pd.DataFrame:
+    """``movie_detail.csv``: the 3,292 items the authors' agents were shown.
+
+    Returns:
+        ``[item_id, title, year, genres, mean_rating, summary]``: ``title`` without the
+        ``(year)`` that ends it in the file, ``mean_rating`` the ML-1M mean rating the authors'
+        pages show as the "history rating", ``summary`` their one-sentence LLM-written summary
+        (whitespace runs made one space, so an item stays one line).
+    """
+    path = _a4r_file(f"{_A4R_SIMULATION}/movie_detail.csv")
+    raw = read_release_csv(
+        path, ["movie_id", "title", "genres", "rating", "summary"], numeric=["rating"],
+        keep_default_na=False, dtype={"movie_id": str, "title": str, "genres": str},
+    )  # fmt: skip
+    parts = raw["title"].str.strip().str.extract(_A4R_YEAR)
+    return pd.DataFrame(
+        {
+            ITEM: raw["movie_id"].str.strip(),
+            TITLE: parts["title"].fillna(raw["title"].str.strip()),
+            YEAR: pd.to_numeric(parts["year"], errors="coerce").astype("Int64"),
+            GENRES: raw["genres"].map(lambda g: tuple(x for x in g.split("|") if x)),
+            "mean_rating": pd.to_numeric(raw["rating"], errors="coerce").astype(float),
+            "summary": raw["summary"].astype(str).str.split().str.join(" "),
+        }
+    )
+
+
+def _a4r_lines(part: str) -> dict[str, list[str]]:
+    """``cf_data/<part>.txt``: each agent's items (one line: the agent id, then item ids)."""
+    path = _a4r_file(f"{_A4R_SPLIT}/{part}.txt")
+    lists: dict[str, list[str]] = {}
+    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        fields = text.split()
+        if not fields:
+            continue
+        if not all(field.isdigit() for field in fields):
+            raise DatasetError(f"{path}: line {line} is not an agent id and item ids")
+        if fields[0] in lists:
+            raise DatasetError(f"{path}: line {line} repeats agent {fields[0]}")
+        lists[fields[0]] = fields[1:]
+    return lists
+
+
+def agent4rec_popularity() -> pd.Series:
+    """Training interactions per item of ``cf_data/train.txt``, by item id.
+
+    These are the agents' own training items, before any simulation (a run's ``train.txt``
+    adds what its agents watched), the popularity an analysis of a run starts from.
+    """
+    counts = pd.Series([i for items in _a4r_lines("train").values() for i in items])
+    return counts.value_counts().rename("popularity").rename_axis(ITEM)
+
+
+def load_agent4rec_ml1m() -> tuple[Dataset, Split]:
+    """Agent4Rec's 1,000 ML-1M agents and their split, exactly as released.
+
+    Users are the agents, ids ``"0"``..``"999"`` as in the release (not ML-1M's user ids);
+    ``train``, ``valid`` and ``test`` are ``cf_data/{train,valid,test}.txt`` (the authors'
+    random 40/30/30 split; ``valid`` holds the items their simulation counts as ground
+    truth); interactions are the three together; items are :func:`agent4rec_items`.
+
+    There are no ratings: ``ratings.dat`` is not in the release, so the interactions have
+    no ``rating`` column (what needs one, such as comparing the agents' ratings with the
+    real ones or computing traits from ratings, is not available on this dataset; the
+    authors' trait levels are :func:`agent4rec_traits`).
+
+    Raises:
+        DatasetError: A split file that is not ``id item ...`` per line, or an agent missing
+            from the training file.
+        recagents.data.releases.ReleaseError: A file not in the cache, mirror or network.
+    """
+    parts = {part: _a4r_lines(part) for part in ("train", "valid", "test")}
+    strays = sorted((set(parts["valid"]) | set(parts["test"])) - set(parts["train"]), key=int)
+    if strays:
+        raise DatasetError(f"cf_data: agents {strays[:5]} have held-out items but no training")
+    frames = {
+        part: pd.DataFrame(
+            [(user, item) for user in sorted(lists, key=int) for item in lists[user]],
+            columns=[USER, ITEM],
+        )
+        for part, lists in parts.items()
+    }
+    split = Split(**frames, name="agent4rec-ml1m-released")
+    folder = releases.fetch(AGENT4REC_RELEASE, [f"{_A4R_SPLIT}/train.txt"], progress=False)
+    dataset = Dataset(
+        name=AGENT4REC_ML1M,
+        path=folder / "datasets/ml-1m",
+        interactions=pd.concat(frames.values(), ignore_index=True),
+        items=agent4rec_items(),
+        users=None,
+        domain="movie",
+    )
+    return dataset, split
+
+
+def _split_list(text: Any) -> list[str]:
+    """A ``|``-separated persona field as its stripped, non-empty parts."""
+    if not isinstance(text, str):
+        return []
+    return [part.strip() for part in text.split("|") if part.strip()]
+
+
+def _text_or_empty(text: Any) -> str:
+    return text.strip() if isinstance(text, str) else ""
+
+
+def agent4rec_personas() -> pd.DataFrame:
+    """``all_personas_like_modify.csv``: the personas the authors' runs gave the agents.
+
+    The file has one row per agent in id order and no id column (the authors' code reads row
+    ``k`` for agent ``k``). The personas were written by the authors' LLM from each user's
+    ratings.
+
+    Returns:
+        Indexed by ``user_id`` (``"0"``..): ``tastes`` and ``reasons`` (lists, one reason per
+        taste, from the ``|``-separated fields), ``high_rating`` and ``low_rating`` (text,
+        ``""`` where the file has none).
+    """
+    path = _a4r_file(f"{_A4R_SIMULATION}/all_personas_like_modify.csv")
+    raw = read_release_csv(path, ["taste", "reason", "high_rating", "low_rating"])
+    out = pd.DataFrame(
+        {
+            "tastes": raw["taste"].map(_split_list),
+            "reasons": raw["reason"].map(_split_list),
+            "high_rating": raw["high_rating"].map(_text_or_empty),
+            "low_rating": raw["low_rating"].map(_text_or_empty),
+        }
+    )
+    out.index = pd.Index([str(k) for k in range(len(raw))], name=USER)
+    empty = out.index[out["tastes"].map(len) == 0].tolist()
+    if empty:
+        raise DatasetError(f"{path}: agent(s) {empty[:5]} have no taste")
+    return out
+
+
+def agent4rec_traits() -> pd.DataFrame:
+    """The agents' trait levels (``user_statistic.csv``) and raw statistics (``_num.csv``).
+
+    Returns:
+        ``[user_id, activity, conformity, diversity, n_ratings, conformity_mse,
+        n_top_genres]`` (levels 1-3; the raw ``activity_num``, ``deviation`` and
+        ``diversity_num`` renamed as our own trait computation names them), by agent id.
+    """
+    traits = ["activity", "conformity", "diversity"]
+    levels = read_release_csv(
+        _a4r_file(f"{_A4R_SIMULATION}/user_statistic.csv"), [USER, *traits], numeric=traits
+    )
+    counts = ["activity_num", "diversity_num", "deviation"]
+    raw = read_release_csv(
+        _a4r_file(f"{_A4R_SIMULATION}/user_statistic_num.csv"), [USER, *counts], numeric=counts
+    )
+    raw = raw.rename(
+        columns={"activity_num": "n_ratings", "deviation": "conformity_mse",
+                 "diversity_num": "n_top_genres"}
+    )  # fmt: skip
+    out = levels.merge(raw, on=USER, how="outer")
+    out[USER] = out[USER].astype(str)
+    bad = out[traits].isna().any(axis=1) | ~out[traits].isin([1, 2, 3]).all(axis=1)
+    if bad.any():
+        raise DatasetError(
+            f"user_statistic.csv: agent {out.loc[bad, USER].iloc[0]} has no trait level 1-3"
+        )
+    out[traits] = out[traits].astype(int)
+    ordered = [USER, *traits, "n_ratings", "conformity_mse", "n_top_genres"]
+    return out[ordered].sort_values(USER, key=lambda s: s.astype(int)).reset_index(drop=True)
+
+
 # --------------------------------------------------------------------------- named datasets
 
 
@@ -401,6 +627,8 @@ def released_dataset(name: str) -> Dataset:
     """The :class:`~recagents.data.datasets.Dataset` of a name in ``RELEASED_DATASETS``."""
     if name == "lastfm":
         return load_lastfm()[0]
+    if name == AGENT4REC_ML1M:
+        return load_agent4rec_ml1m()[0]
     if name in RELEASED_DATASETS:
         return load_cds(name.removeprefix("cds-"))[0]  # type: ignore[arg-type]
     raise DatasetError(f"unknown released dataset {name!r}; known: {', '.join(RELEASED_DATASETS)}")

@@ -1,13 +1,11 @@
 """Tests for the Agent4Rec analyses (traits, engagement, bubble, causal, recorded).
 
 Traits, engagement, ratings, ANOVA, the filter bubble and LiNGAM: hand-built inputs check
-every function against values derived by hand; the official recorded run (skipped when
-absent) checks the oracle figures of its README and the card. The run is read from
-``$RECAGENTS_AGENT4REC_RECORDED`` or, for the tests only, from the shared data folder beside
-the checkout (``../shared/data/agent4rec_official``) when it exists.
+every function against values derived by hand; the authors' recorded runs, read from the
+pinned release through the fetcher (the mirror named by ``$RECAGENTS_RELEASES_MIRROR`` or the
+cache; skipped when neither holds it), check the oracle figures of the card.
 """
 
-import json
 import math
 import os
 import pickle
@@ -25,6 +23,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from recagents.data import load_dataset, safepickle  # noqa: E402
 from recagents.data.datasets import Dataset
+from recagents.data.releases import URL_ENV, ReleaseError
 from recagents.papers.agent4rec.bubble import bubble_figure, genre_concentration  # noqa: E402
 from recagents.papers.agent4rec.causal import (  # noqa: E402
     CAUSAL_COLUMNS,
@@ -43,10 +42,11 @@ from recagents.papers.agent4rec.engagement import (  # noqa: E402
 from recagents.papers.agent4rec.frames import EXPOSURE_COLUMNS  # noqa: E402
 from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES  # noqa: E402
 from recagents.papers.agent4rec.recorded import (  # noqa: E402
-    OFFICIAL_ENV,
+    RUNS,
+    build_official_run,
+    check_record,
     load_official_pickle,
     load_official_run,
-    official_run_dir,
     parse_satisfaction,
 )
 from recagents.papers.agent4rec.traits import (  # noqa: E402
@@ -109,28 +109,19 @@ def logs():
     return exposures, sessions
 
 
-# Tests may read the shared data folder beside the checkout; the package never looks there.
-SHARED_RECORDED = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent4rec_official"
-
-
-def _recorded_folder():
-    """$RECAGENTS_AGENT4REC_RECORDED when set, else the shared copy when it exists."""
-    folder = official_run_dir()
-    if folder is None and SHARED_RECORDED.is_dir():
-        folder = SHARED_RECORDED
-    if folder is None:
-        pytest.skip("official Agent4Rec run not available (set RECAGENTS_AGENT4REC_RECORDED)")
-    return folder
-
-
-@pytest.fixture
-def official():
-    return _recorded_folder()
+def _load(run: str = "lightgcn") -> object:
+    """A recorded run from the release (no network), or skip when it is not available."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(URL_ENV, "http://127.0.0.1:9")
+        try:
+            return load_official_run(run)  # type: ignore[arg-type]
+        except ReleaseError as error:
+            pytest.skip(f"the Agent4Rec release is neither mirrored nor cached ({error})"[:200])
 
 
 @pytest.fixture(scope="module")
 def run():
-    return load_official_run(_recorded_folder())
+    return _load("lightgcn")
 
 
 def _close(fig):
@@ -514,63 +505,34 @@ def test_parse_satisfaction():
         assert math.isnan(parse_satisfaction(bad)), bad
 
 
-def _write_official(folder: Path):
-    folder.mkdir()
-    agents = [
-        {
-            "agent_id": 0,
-            "pages": [
-                {
-                    "page": 1,
-                    "recommended_id": [10, 11, 12, 13],
-                    "align_id": [10, 12],
-                    "watch_id": [10, 12],
-                    "rating_id": [10, 12],
-                    "rating": [4, 5],
-                    "feeling": ["good", "great"],
-                }
-            ],
-            "interview": [" 6", " reason"],
-        },
-        {
-            "agent_id": 1,
-            "pages": [
-                {
-                    "page": p,
-                    "recommended_id": [20 + p, 30 + p, 40 + p, 50 + p],
-                    "align_id": [],
-                    "watch_id": [],
-                    "rating_id": [],
-                    "rating": [],
-                    "feeling": [],
-                }
-                for p in range(1, 6)
-            ],
-            "interview": [" 2; REASON: nothing fit"],
-        },
-        {"agent_id": 2, "pages": [], "interview": ["no score given"]},
-    ]
-    with open(folder / "run_lightgcn_1000.jsonl", "w") as handle:
-        for agent in agents:
-            handle.write(json.dumps(agent) + "\n")
-    (folder / "user_statistic.csv").write_text(
-        "user_id,activity,diversity,conformity\n0,1,2,3\n1,3,1,2\n2,2,2,2\n"
-    )
-    (folder / "user_statistic_num.csv").write_text(
-        "user_id,activity_num,diversity_num,deviation\n0,30,5,0.5\n1,500,3,1.0\n2,60,6,0.7\n"
-    )
-    (folder / "movie_detail.csv").write_text(
-        "movie_id,title,genres,rating,summary\n"
-        "10,Toy Story (1995),Animation|Children's|Comedy,4.1,Toys.\n"
-        "11,Heat (1995),Action|Crime,3.9,Cops.\n"
-    )
-    (folder / "train.txt").write_text("0 10 11\n1 10\n2 7\n")
+def _constructed_run():
+    """Three agents as the authors' pickles store them (page keys from 1, "interview")."""
+    page = {"page": 1, "recommended_id": [10, 11, 12, 13], "align_id": [10, 12],
+            "watch_id": [10, 12], "rating_id": [10, 12], "rating": [4, 5],
+            "feeling": ["good", "great"]}  # fmt: skip
+    empty = {"recommended_id": [], "align_id": [], "watch_id": [], "rating_id": [], "rating": [],
+             "feeling": []}  # fmt: skip
+    raw = {
+        "0": {1: page, "interview": [" 6", " reason"]},
+        "1": {**{p: {**empty, "page": p, "recommended_id": [20 + p, 30 + p, 40 + p, 50 + p]}
+                 for p in range(1, 6)}, "interview": [" 2; REASON: nothing fit"]},
+        "2": {"interview": ["no score given"]},
+    }  # fmt: skip
+    records = {user: check_record(record, f"{user}.pkl") for user, record in raw.items()}
+    traits = pd.DataFrame(
+        {"user_id": [0, 1, 2, 3], "activity": [1, 3, 2, 1], "conformity": [3, 2, 2, 1],
+         "diversity": [2, 1, 2, 1], "n_ratings": [30, 500, 60, 9]}
+    )  # fmt: skip
+    items = pd.DataFrame(
+        {"item_id": ["10", "11"], "title": ["Toy Story (1995)", "Heat (1995)"],
+         "genres": [("Animation",), ("Action", "Crime")], "mean_rating": [4.1, 3.9],
+         "summary": ["Toys.", "Cops."], "popularity": [2, 1]}
+    )  # fmt: skip
+    return build_official_run("lightgcn", "LightGCN", records, traits, items)
 
 
-def test_load_official_run_on_constructed_files(tmp_path):
-    folder = tmp_path / "official"
-    _write_official(folder)
-    run = load_official_run(folder)
+def test_build_official_run_on_constructed_records():
+    run = _constructed_run()
     e, s = run.exposures, run.sessions
     assert list(e.columns) == list(EXPOSURE_COLUMNS)
     assert len(e) == 4 + 20
@@ -587,36 +549,10 @@ def test_load_official_run_on_constructed_files(tmp_path):
     assert sess["exited"].tolist() == [True, False, True]
     assert sess.loc["0", "satisfaction"] == 6 and sess.loc["1", "satisfaction"] == 2
     assert math.isnan(sess.loc["2", "satisfaction"]) and run.n_unparsed_interviews == 1
-    items = run.items.set_index("item_id")
-    assert items.loc["10", "genres"] == ("Animation", "Children's", "Comedy")
-    assert items["popularity"].tolist() == [2, 1]
-    assert items.loc["11", "mean_rating"] == 3.9
-    traits = run.traits.set_index("user_id")
-    assert traits.loc["1", "activity"] == 3 and traits.loc["1", "n_ratings"] == 500
-    assert traits.loc["0", "conformity_mse"] == 0.5 and traits.loc["2", "n_top_genres"] == 6
-    (folder / "train.txt").unlink()
-    with pytest.raises(FileNotFoundError, match="train.txt"):
-        load_official_run(folder)
-
-
-def test_official_run_dir(monkeypatch, tmp_path):
-    assert OFFICIAL_ENV == "RECAGENTS_AGENT4REC_RECORDED"
-    monkeypatch.setenv(OFFICIAL_ENV, str(tmp_path))
-    assert official_run_dir() == tmp_path
-    assert official_run_dir("auto") == tmp_path
-    assert official_run_dir(tmp_path / "other") == tmp_path / "other"  # explicit path wins
-    assert official_run_dir(str(tmp_path / "other")) == tmp_path / "other"
-    assert official_run_dir("none") is None
-    assert official_run_dir(None) is None
-    monkeypatch.setenv(OFFICIAL_ENV, "  ")
-    assert official_run_dir() is None
-    monkeypatch.delenv(OFFICIAL_ENV)
-    # Neither a path nor the variable: not available, even when a copy lies beside the
-    # checkout (SHARED_RECORDED) or in the working directory; nothing is searched.
-    monkeypatch.chdir(tmp_path)
-    assert official_run_dir() is None
-    with pytest.raises(FileNotFoundError, match=OFFICIAL_ENV):
-        load_official_run()
+    # Traits are kept for the run's agents only, ids as strings.
+    assert run.traits["user_id"].tolist() == ["0", "1", "2"]
+    assert run.traits.set_index("user_id").loc["1", "n_ratings"] == 500
+    assert run.metrics_txt == {} and sorted(run.records) == ["0", "1", "2"]
 
 
 class _Evil:
@@ -642,22 +578,23 @@ def test_restricted_unpickler_refuses_code(tmp_path):
 # --------------------------------------------------------------------------- official run
 
 
-def test_official_pickles_match_the_jsonl_export(official):
-    records = {}
-    with open(official / "run_lightgcn_1000.jsonl") as handle:
-        for line in handle:
-            record = json.loads(line)
-            records[record["agent_id"]] = record
-    samples = sorted((official / "behavior_sample").glob("*.pkl"))
-    assert len(samples) == 10
-    for path in samples:
-        raw = load_official_pickle(path)
-        assert any(isinstance(v, np.generic | np.ndarray) for v in _leaves(raw))
-        plain = load_official_pickle(path, plain=True)
-        pages = [plain[k] for k in sorted(k for k in plain if k != "interview")]
-        record = records[int(path.stem)]
-        assert pages == record["pages"]
-        assert plain["interview"] == record["interview"]
+def test_the_released_pickles_hold_numpy_values_read_back_plain():
+    from recagents.data import releases
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(URL_ENV, "http://127.0.0.1:9")
+        path = f"{RUNS['lightgcn'][1]}/behavior/0.pkl"
+        try:
+            root = releases.fetch("agent4rec-ml1m", [path], progress=False)
+        except ReleaseError:
+            pytest.skip("the Agent4Rec release is neither mirrored nor cached")
+    raw = load_official_pickle(root / path)
+    assert any(isinstance(v, np.generic | np.ndarray) for v in _leaves(raw))
+    plain = load_official_pickle(root / path, plain=True)
+    assert not any(isinstance(v, np.generic | np.ndarray) for v in _leaves(plain))
+    record = check_record(plain, path)
+    assert len(record["pages"]) == len([k for k in plain if k != "interview"])
+    assert all(isinstance(i, str) for p in record["pages"] for i in p["recommended_id"])
 
 
 def _leaves(obj):
@@ -716,6 +653,21 @@ def test_official_trait_behaviour_oracles(run):
     assert (table["p_value"] < 1e-10).all()
     fig = trait_figure(behaviour, n_boot=100)
     _close(fig)
+
+
+def test_the_mf_run_through_the_same_analyses():
+    mf = _load("mf")
+    assert mf.recommender == "MF" and len(mf.sessions) == 100 and len(mf.traits) == 100
+    assert mf.n_unparsed_interviews == 0 and round(mf.sessions["exit_page"].mean(), 2) == 3.17
+    assert set(mf.traits["user_id"]) == set(mf.sessions["user_id"])
+    per = engagement(mf.exposures, mf.sessions)
+    assert (per["recommender"] == "MF").all() and len(per) == 100
+    assert round(per["satisfaction"].mean(), 3) == 3.8
+    items = mf.items.set_index("item_id")
+    behaviour = trait_behaviour(
+        mf.exposures, mf.sessions, mf.traits, items["mean_rating"], items["genres"]
+    )
+    assert len(behaviour) == 100
 
 
 def test_official_causal_discovery(run):

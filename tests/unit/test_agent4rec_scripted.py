@@ -81,6 +81,26 @@ def test_requests_that_are_not_a_loop_step_are_passed_on():
     assert policy(ChatRequest(messages=[], schema=persona_schema())) is PASS
 
 
+def test_top_genres_without_ratings_counts_every_training_item():
+    train = pd.DataFrame({"user_id": ["u1"] * 3, "item_id": ["a", "b", "c"]})
+    genres = pd.Series({"a": ("Drama",), "b": ("Drama", "War"), "c": ("War",)})
+    assert top_genres(train, genres, k=1) == {"u1": {"Drama"}}  # ties broken by name
+    assert top_genres(train, genres, k=5) == {"u1": {"Drama", "War"}}
+
+
+def test_the_scripted_agent_reads_genres_by_line_when_given():
+    """Lines described by a summary do not end in genres: the agent is told them by line."""
+    line = "Heat (1995); rated 3.88 on average; about: Two men, one city."
+    request = ChatRequest(
+        messages=[{"role": "system", "content": "x"}, {"role": "user", "content": f"1. {line}"}],
+        schema={"type": "object", "required": ["items"]}, tag="u1",
+    )  # fmt: skip
+    blind = browsing_client({"u1": {"Action"}})
+    told = browsing_client({"u1": {"Action"}}, line_genres={line: {"Action", "Crime"}})
+    assert blind.map([request], progress=False)[0].data["items"][0]["watch"] is False
+    assert told.map([request], progress=False)[0].data["items"][0]["watch"] is True
+
+
 def test_top_genres_counts_liked_items_only():
     train = pd.DataFrame(
         {USER: ["u1"] * 4, ITEM: ["a", "b", "c", "d"], RATING: [5.0, 4.0, 4.0, 1.0]}
@@ -156,7 +176,10 @@ def test_exit_page_figure_draws_every_run_and_the_recorded_mean():
 
 
 def test_entry_run_is_its_steps_in_order_and_ranks_nothing(cache_dir):
-    """``entry.run`` equals its four steps called one by one, as notebook 02 calls them."""
+    """``entry.run`` equals its four steps called one by one, as notebook 02 calls them.
+
+    On ml-100k, where the LLM writes the personas (the released agents: test_agent4rec_release).
+    """
     from recagents import columns
     from recagents.data import load_dataset
     from recagents.llm.scripted import ScriptedClient
@@ -164,7 +187,7 @@ def test_entry_run_is_its_steps_in_order_and_ranks_nothing(cache_dir):
     from recagents.papers.agent4rec import entry
     from recagents.protocol import RunOptions
 
-    dataset = load_dataset(entry.DATASET)
+    dataset = load_dataset("ml-100k")
     profile = entry.PROFILES["smoke"]
     config = Agent4RecConfig(max_pages=profile["pages"])
     world = entry.population(dataset, config, profile["agents"])

@@ -35,3 +35,18 @@ def test_the_paper_value_on_the_same_dataset_is_shown():
     paper = table.iloc[:, -1]
     assert paper["AgentCF B+R"].startswith("CDs-dense: 0.2333 / 0.4142 / 0.5405")
     assert paper["AgentCF B"].startswith("no value for cds-dense (reported on Office-dense")
+
+
+def test_each_subset_is_held_against_the_papers_subset_of_its_data():
+    reported = paper_numbers.table("AgentCF-T2")
+    both = {"dense": "cds-dense", "sparse": "cds-sparse"}  # a run on the two releases
+    assert paper_values(reported, both) == {("AgentCF B+R", "dense"): 0.5405}
+    # a sparse subset re-made from CDs-dense is not the paper's CDs-sparse: only dense applies
+    assert paper_values(reported, {"dense": "cds-dense", "sparse": "cds-dense"}) == {
+        ("AgentCF B+R", "dense"): 0.5405
+    }
+    assert paper_values(reported, {"dense": "ml-100k", "sparse": "cds-sparse"}) == {}
+    summary = pd.concat([_summary(), _summary().assign(subset="sparse")], ignore_index=True)
+    paper = paper_side_by_side(summary, reported, both).iloc[:, -1]
+    assert paper["AgentCF B+R"].startswith("CDs-dense: 0.2333 / 0.4142 / 0.5405")
+    assert paper["AgentCF B"].startswith("no value for cds-dense, cds-sparse (reported on Office")

@@ -2,7 +2,9 @@
 
 :func:`random_split` draws the paper's users and splits their ratings at random;
 :func:`item_lines` is how an agent sees an item; :func:`build_agents` makes one
-:class:`Agent` per user, with traits from the data and a persona written by the LLM.
+:class:`Agent` per user, with traits from the data and a persona written by the LLM;
+:func:`released_agents` and :func:`agents_from_released` are the authors' own 1,000 ML-1M
+agents instead (their personas and trait levels, no LLM call).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, RATING, TITLE, USER, YEAR
+from recagents.data import released
 from recagents.data.atomic import DatasetError
 from recagents.data.datasets import Dataset, Split, readable_title
 from recagents.llm.client import LLMClient, get_client
@@ -72,32 +75,75 @@ def random_split(
     )
 
 
+#: How :func:`item_lines` may describe an item after its title and mean rating.
+DESCRIBE = ("genres", "summary", "none")
+
+
+def item_mean_ratings(dataset: Dataset) -> pd.Series:
+    """Each item's mean rating by id: from the ratings, else the items' ``mean_rating``.
+
+    Why: a released dataset without ratings (``agent4rec-ml1m``) still carries the mean
+    rating the authors' pages show; every analysis that needs an item's quality reads it here.
+
+    Raises:
+        DatasetError: Neither ratings nor a ``mean_rating`` item column.
+    """
+    if RATING in dataset.interactions:
+        return dataset.interactions.groupby(ITEM)[RATING].mean()
+    if dataset.items is not None and "mean_rating" in dataset.items:
+        return dataset.items.set_index(ITEM)["mean_rating"].astype(float)
+    raise DatasetError(f"{dataset.name}: no ratings and no mean_rating column for the items")
+
+
+def item_line(
+    title: str,
+    mean_rating: float,
+    genres: Sequence[str] = (),
+    summary: str = "",
+    describe: str = "genres",
+) -> str:
+    """One item as an agent sees it: ``title; rated 4.15 on average`` and its description.
+
+    ``describe``: ``"genres"`` adds ``; Animation, Comedy``; ``"summary"`` adds
+    ``; about: <summary>`` (the one-sentence summary the authors' pages show); ``"none"``
+    adds nothing. A missing genre list or summary adds nothing either.
+    """
+    if describe not in DESCRIBE:
+        raise ValueError(f"describe must be one of {DESCRIBE}, got {describe!r}")
+    text = f"{title}; rated {mean_rating:.2f} on average"
+    if describe == "genres" and len(genres):
+        text += f"; {', '.join(genres)}"
+    if describe == "summary" and summary.strip():
+        text += f"; about: {' '.join(summary.split())}"
+    return text
+
+
 def item_lines(dataset: Dataset, split: Split, describe: str = "genres") -> dict[str, str]:
-    """One line per item as an agent sees it: title (year), the crowd's rating, and genres.
+    """One line per item as an agent sees it (:func:`item_line`): title (year), mean rating.
 
     The paper shows title, year, the item's mean rating ("history rating") and a one-sentence
-    LLM-written summary that is not released; MovieLens has no summary, so ``describe``
-    picks ``"genres"`` (default, a documented deviation) or ``"none"``.
+    LLM-written summary. ``describe="summary"`` shows that summary where the items have one
+    (``agent4rec-ml1m``: the authors' own); MovieLens has none, so there ``"genres"`` (the
+    default, a documented deviation) or ``"none"``.
     """
-    if describe not in ("genres", "none"):
-        raise ValueError(f"describe must be 'genres' or 'none', got {describe!r}")
     everything = pd.concat([split.train, split.valid, split.test])
-    mean = dataset.interactions.groupby(ITEM)[RATING].mean()
+    mean = item_mean_ratings(dataset)
     items = dataset.items.set_index(ITEM) if dataset.items is not None else None
     lines = {}
     for item in sorted(set(everything[ITEM]) | set(mean.index)):
         title = f"item {item}"
         genres: Sequence[str] = ()
+        summary = ""
         if items is not None and item in items.index:
             row = items.loc[item]
             title = readable_title(str(row[TITLE]))
             if YEAR in items and pd.notna(row[YEAR]):
                 title += f" ({int(row[YEAR])})"
             genres = row[GENRES] if GENRES in items else ()
-        text = f"{title}; rated {mean.get(item, float('nan')):.2f} on average"
-        if describe == "genres" and len(genres):
-            text += f"; {', '.join(genres)}"
-        lines[item] = text
+            summary = str(row["summary"]) if "summary" in items else ""
+        lines[item] = item_line(
+            title, float(mean.get(item, float("nan"))), genres, summary, describe
+        )
     return lines
 
 
@@ -161,3 +207,55 @@ def build_agents(
             persona=persona or f"I watch all kinds of {config.domain}s.",
         )
     return agents
+
+
+#: Who wrote a released agent's persona (shown beside it wherever it is displayed).
+RELEASED_PERSONA_SOURCE = "the authors' (Agent4Rec release, written by their LLM)"
+
+
+def released_agents() -> pd.DataFrame:
+    """The authors' 1,000 ML-1M agents: their personas and trait levels, as released.
+
+    The persona is the released one (``all_personas_like_modify.csv``: tastes, a reason per
+    taste, what the user rates highly) put in the shape our prompts use
+    (:func:`~recagents.papers.agent4rec.prompts.persona_text`); ``low_rating`` is left out,
+    as the authors' own page prompt leaves it out. Trait levels are ``user_statistic.csv``.
+
+    Returns:
+        Indexed by ``user_id`` (``"0"``..``"999"``): ``persona``, ``activity``,
+        ``conformity``, ``diversity`` (1-3) and ``persona_source``.
+    """
+    personas = released.agent4rec_personas()
+    traits = released.agent4rec_traits().set_index(USER)
+    rows = []
+    for user, row in personas.iterrows():
+        tastes = [
+            {"taste": taste, "reason": reason}
+            for taste, reason in zip(
+                row["tastes"], row["reasons"] + [""] * len(row["tastes"]), strict=False
+            )
+        ]
+        persona = persona_text({"tastes": tastes, "rates_high": row["high_rating"]})
+        rows.append((user, persona, *(int(traits.loc[user, t]) for t in TRAITS)))
+    out = pd.DataFrame(rows, columns=[USER, "persona", *TRAITS]).set_index(USER)
+    out["persona_source"] = RELEASED_PERSONA_SOURCE
+    return out
+
+
+def agents_from_released(users: Sequence[str], agents: pd.DataFrame) -> dict[str, Agent]:
+    """One :class:`Agent` per user from :func:`released_agents` (no LLM call).
+
+    Raises:
+        DatasetError: A user that is not a released agent.
+    """
+    missing = [u for u in users if u not in agents.index]
+    if missing:
+        raise DatasetError(f"users {missing[:5]} are not among the released agents")
+    return {
+        user: Agent(
+            user_id=user,
+            traits={t: int(agents.loc[user, t]) for t in TRAITS},
+            persona=str(agents.loc[user, "persona"]),
+        )
+        for user in users
+    }

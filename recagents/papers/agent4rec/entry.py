@@ -1,11 +1,14 @@
 """Agent4Rec's plug-in: the recommender comparison by generative agents, in four steps.
 
 :func:`run` is notebook 02's headline experiment (sections 1 and 3, the paper's Table 2):
-:func:`population` (the paper's random split, every user's traits, the item lines and the
-agents' users), :func:`make_agents` (their personas), :func:`browse` (each recommender's list
-browsed page by page) and :func:`summarize` (engagement per recommender with 95% bootstrap
-intervals). The notebook calls the same four steps in the same order, with its teaching
-sections between them. Agent4Rec simulates users; it ranks no shared candidates.
+:func:`population` (the split, every user's traits, the item lines and the agents' users),
+:func:`make_agents` (their personas), :func:`browse` (each recommender's list browsed page by
+page) and :func:`summarize` (engagement per recommender with 95% bootstrap intervals). On
+:data:`DATASET`, ``agent4rec-ml1m``, the world is the authors' own: their 1,000 ML-1M agents
+with the released split, trait levels, personas and movie summaries; on any other dataset
+(``ml-100k``, an atomic dataset with ratings) it is built as the paper describes. The
+notebook calls the same four steps in the same order, with its teaching sections between
+them. Agent4Rec simulates users; it ranks no shared candidates.
 """
 
 from __future__ import annotations
@@ -20,21 +23,30 @@ import pandas as pd
 
 from recagents import baselines
 from recagents.columns import USER
+from recagents.data import released
 from recagents.data.datasets import Dataset, Split
 from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
-from recagents.papers.agent4rec.agents import Agent, build_agents, item_lines, random_split
+from recagents.papers.agent4rec.agents import (
+    Agent,
+    agents_from_released,
+    build_agents,
+    item_lines,
+    random_split,
+    released_agents,
+)
 from recagents.papers.agent4rec.config import RECOMMENDERS, TRAITS, Agent4RecConfig
 from recagents.papers.agent4rec.engagement import engagement, engagement_summary
 from recagents.papers.agent4rec.evaluate import rank_for_agents
 from recagents.papers.agent4rec.loop import simulate
 from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES
+from recagents.papers.agent4rec.released_prompts import ItemFacts, item_facts
 from recagents.papers.agent4rec.traits import compute_traits
 from recagents.protocol import PaperRun, Ranking, RankTask, RunOptions, metric_rows
 
 PAPER = "Agent4Rec"
 NOTEBOOK = "02_agent4rec"
-DATASET = "ml-100k"
+DATASET = released.AGENT4REC_ML1M
 
 #: The recommenders :func:`run` compares (the paper's five).
 METHODS = tuple(RECOMMENDERS)
@@ -47,7 +59,7 @@ TABLES = ("agents", "rankings", "exposures", "sessions", "engagement", "summary"
 
 #: Sizes per profile, read by notebook 02 and by :func:`run`: agents, pages, recommenders,
 #: taste-probe ratios, feedback kinds, bubble rounds, causal-discovery threshold, training
-#: epochs and recorded agents replayed (-1: all 1,000). The paper: 1,000 agents.
+#: epochs and recorded agents replayed per run (-1: all). The paper: 1,000 agents.
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"agents": 2, "pages": 1, "recommenders": ["Random", "Pop"], "ratios": [1, 9],
               "feedback": ["viewed"], "rounds": 1, "min_exposures": 1, "epochs": 3, "replay": 60},
@@ -68,14 +80,21 @@ def train_config(profile: Mapping[str, Any]) -> baselines.TrainConfig:
 
 @dataclass(frozen=True)
 class Population:
-    """The simulated world: the paper's split, every user's traits, the items, the agents' users.
+    """The simulated world: the split, every user's traits, the items, the agents' users.
 
     Attributes:
-        split: :func:`random_split` of every eligible user (the recommenders train on all).
-        traits: :func:`compute_traits` of every user of the dataset.
-        lines: Item text by id, as an agent sees it (:func:`item_lines`).
+        split: The released split (``agent4rec-ml1m``), else :func:`random_split` of every
+            eligible user (the recommenders train on all).
+        traits: The released trait levels, else :func:`compute_traits` of every user.
+        lines: Item text by id, as an agent sees it (:func:`item_lines`: with the authors'
+            summaries on ``agent4rec-ml1m``, else with genres).
         users: The eligible users, sorted.
         agent_users: The users drawn to become agents, sorted.
+        personas: The authors' agents (:func:`released_agents`) on ``agent4rec-ml1m``, whose
+            personas :func:`make_agents` uses as they are; ``None`` elsewhere (the LLM
+            writes them).
+        facts: Title, mean rating and summary by item, which the released prompts show
+            (``config.prompts == "released"``); ``None`` with our prompts.
     """
 
     split: Split
@@ -83,21 +102,41 @@ class Population:
     lines: dict[str, str]
     users: list[str]
     agent_users: list[str]
+    personas: pd.DataFrame | None = None
+    facts: dict[str, ItemFacts] | None = None
 
 
 def population(dataset: Dataset, config: Agent4RecConfig, n_agents: int) -> Population:
-    """Step 1: the split, the traits, the item lines and ``n_agents`` users drawn, all seeded."""
-    split = random_split(dataset, n_users=None, seed=config.seed)
+    """Step 1: the split, the traits, the item lines and ``n_agents`` users drawn, all seeded.
+
+    On ``agent4rec-ml1m`` all of it is the authors' release: the split as released, their
+    trait levels and personas, items with their summaries; otherwise the paper's random
+    split of the dataset's ratings, traits computed from them, items with their genres.
+    """
+    personas = None
+    if dataset.name == released.AGENT4REC_ML1M:
+        _, split = released.load_agent4rec_ml1m()
+        traits, personas = released.agent4rec_traits(), released_agents()
+        lines = item_lines(dataset, split, describe="summary")
+    else:
+        split = random_split(dataset, n_users=None, seed=config.seed)
+        traits, lines = compute_traits(dataset), item_lines(dataset, split)
     users = sorted(split.train[USER].unique())
     drawn = np.random.default_rng(config.seed).choice(users, n_agents, replace=False)
-    return Population(split, compute_traits(dataset), item_lines(dataset, split), users,
-                      sorted(drawn))  # fmt: skip
+    facts = item_facts(dataset) if config.prompts == "released" else None
+    return Population(split, traits, lines, users, sorted(drawn), personas, facts)
 
 
 def make_agents(
     world: Population, config: Agent4RecConfig, client: LLMClient, log: RunLog
 ) -> dict[str, Agent]:
-    """Step 2: one agent per drawn user, its persona written from its training ratings only."""
+    """Step 2: one agent per drawn user.
+
+    With the authors' agents (``world.personas``) their released persona and traits, no LLM
+    call; otherwise a persona the LLM writes from the user's training ratings only.
+    """
+    if world.personas is not None:
+        return agents_from_released(world.agent_users, world.personas)
     keep = set(world.agent_users)
     split = world.split
     own = Split(
@@ -147,7 +186,7 @@ def browse(
         )
         rankings[name], models[name] = ranked, model
         shown, visits = simulate(agents, ranked, world.lines, TRAIT_SENTENCES, name, config,
-                                 client, log)  # fmt: skip
+                                 client, log, facts=world.facts)  # fmt: skip
         exposures.append(shown)
         sessions.append(visits)
     return Browsed(rankings, models, pd.concat(exposures, ignore_index=True),
@@ -202,7 +241,7 @@ def run(
     :func:`population`, :func:`make_agents`, :func:`browse`, :func:`summarize`.
 
     Args:
-        dataset: The dataset (with ratings).
+        dataset: ``agent4rec-ml1m`` (the authors' agents), or a dataset with ratings.
         config: The simulation's settings (default: the paper's, with the profile's pages).
         options: The shared arguments (:class:`~recagents.protocol.RunOptions`): ``n_users``
             (agents) and ``methods`` (recommenders of :data:`METHODS`) default to the

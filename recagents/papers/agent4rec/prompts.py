@@ -190,7 +190,8 @@ def page_messages(
     user = (
         f"Page {page} of your recommendations:\n{listed}\n"
         f"For every {domain}, in this order: say whether it matches your taste (aligned), "
-        f"whether you watch it (watch) — how many you watch should follow your habits — and, "
+        f"whether you watch it (watch) — pick only among those that match your taste, as "
+        f"many as your habits say — and, "
         f"if you watch it, rate it 1-5 as if seeing it for the first time, in the way your "
         f"habits say you rate, with a one-sentence feeling. For a {domain} you do not watch, "
         f'give rating 1 and an empty feeling. Reply in JSON: "items", one object per {domain}.'
@@ -241,7 +242,14 @@ def exit_schema() -> dict[str, Any]:
     }
 
 
-_FATIGUE = {1: "", 2: "", 3: " You are getting a little tired.", 4: " You are quite tired."}
+#: Fatigue by page, as the authors' exit prompt grades it: fresh on pages 1-2, a little tired
+#: on pages 3-4, very tired from page 5.
+_FATIGUE = {
+    1: "",
+    2: "",
+    3: " You are getting a little tired.",
+    4: " You are getting a little tired.",
+}
 
 
 def exit_messages(
@@ -259,8 +267,9 @@ def exit_messages(
     )
     user = (
         f"You have just looked at page {page} of recommendations.{fatigue} How do you feel "
-        f"about the recommendations so far, and do you turn to the next page or leave? Reply "
-        f'in JSON: "feeling" (positive or negative), "decision" (next or exit), "reason".'
+        f"about the recommendations so far, and do you turn to the next page or leave? You "
+        f"leave when you feel negative or have had enough, the sooner the less active you are. "
+        f'Reply in JSON: "feeling" (positive or negative), "decision" (next or exit), "reason".'
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

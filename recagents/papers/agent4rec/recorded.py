@@ -1,41 +1,42 @@
-"""The authors' recorded Agent4Rec run, read safely and converted to the shared log format.
+"""The authors' two recorded Agent4Rec runs, read from their release safely.
 
-The official repository releases a 1,000-agent LightGCN run (gpt-3.5-turbo) and per-agent
-behaviour pickles; :func:`load_official_run` turns the run into the ``exposures``,
-``sessions`` and ``traits`` frames every analysis reads, and :func:`load_official_pickle`
-opens a pickle without running code from it. The data is never part of the project: its
-folder is passed in or named by ``$RECAGENTS_AGENT4REC_RECORDED`` (:func:`official_run_dir`).
+The pinned release ``agent4rec-ml1m`` (:mod:`recagents.data.releases`) holds two gpt-3.5
+runs on ML-1M: LightGCN with 1,000 agents and MF with 100 (:data:`RUNS`), each a behaviour
+pickle per agent and the run's ``metrics.txt``. :func:`load_official_run` reads a run's
+pickles through :func:`load_official_pickle` (no code runs from them), checks every record
+(:func:`check_record`) and turns the run into the ``exposures``, ``sessions`` and ``traits``
+frames every analysis reads (:func:`build_official_run`).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from recagents.columns import GENRES, ITEM, TITLE, USER
-from recagents.data import safepickle
-from recagents.papers.agent4rec.config import TRAITS
+from recagents.columns import GENRES, ITEM, TITLE, USER, YEAR
+from recagents.data import released, releases, safepickle
 from recagents.papers.agent4rec.frames import (
     EXPOSURE_COLUMNS,
     SESSION_COLUMNS,
 )
 
-OFFICIAL_ENV = "RECAGENTS_AGENT4REC_RECORDED"
-"""Environment variable naming the folder of the official recorded run (see
-:func:`official_run_dir`); nothing else is searched."""
-
-OFFICIAL_RECOMMENDER = "LightGCN"
+#: The release the runs come from (``recagents/resources/releases.json``).
+RELEASE = released.AGENT4REC_RELEASE
 OFFICIAL_MAX_PAGES = 5
 
+#: A recorded run by name: its recommender and its folder in the release.
+RUNS: dict[str, tuple[str, str]] = {
+    "lightgcn": ("LightGCN", "storage/ml-1m/LightGCN/lgn_1000_5_4_1009"),
+    "mf": ("MF", "storage/ml-1m/MF/mf_100_5_4"),
+}
+RunName = Literal["lightgcn", "mf"]
 
 # --------------------------------------------------------------------------- official run
 
@@ -107,83 +108,74 @@ def parse_satisfaction(interview: Any) -> float:
 
 @dataclass(frozen=True)
 class OfficialRun:
-    """The authors' recorded Agent4Rec run, converted to the shared log format.
+    """One of the authors' recorded Agent4Rec runs, converted to the shared log format.
 
     Attributes:
-        exposures: One row per item shown (see the module docstring).
+        name: The run (a key of :data:`RUNS`).
+        recommender: Its recommender (``LightGCN``, ``MF``).
+        records: Each agent's checked record by id (:func:`check_record`): ``pages`` (ids as
+            strings) and ``interview``.
+        exposures: One row per item shown (see :mod:`~recagents.papers.agent4rec.frames`).
         sessions: One row per agent; ``exited`` is ``exit_page < 5``.
-        traits: Trait levels and raw statistics of the 1,000 agents.
-        items: ``item_id, title, genres, mean_rating, summary, popularity`` (training
-            interactions of the agents in ``train.txt``; 0 for items absent there).
+        traits: Trait levels and raw statistics of the run's agents.
+        items: ``item_id, title, genres, mean_rating, summary, popularity`` (``title`` with
+            its year, as the authors' pages show it; ``popularity``: training interactions
+            of the agents in ``cf_data/train.txt``, 0 for items absent there).
+        metrics_txt: The run's ``metrics.txt`` totals (:func:`read_metrics_txt`), ``{}`` when
+            it was built without one.
         n_unparsed_interviews: Interviews whose score could not be read (satisfaction NaN).
     """
 
+    name: str
+    recommender: str
+    records: dict[str, dict[str, Any]]
     exposures: pd.DataFrame
     sessions: pd.DataFrame
     traits: pd.DataFrame
     items: pd.DataFrame
+    metrics_txt: dict[str, float]
     n_unparsed_interviews: int
 
 
-def official_run_dir(recorded: str | Path | None = "auto") -> Path | None:
-    """Folder of the official recorded run, or ``None`` when it is not available.
-
-    The authors' export is not part of the project: it is read only from a folder the
-    caller names, never looked up beside the repository, and never copied into it.
-
-    * A path (``str`` or :class:`~pathlib.Path`): that folder, returned even if it does not
-      exist, so that :func:`load_official_run` fails loudly on a wrong setting.
-    * ``"auto"`` (the default): the folder in the environment variable
-      ``RECAGENTS_AGENT4REC_RECORDED`` (:data:`OFFICIAL_ENV`) when it is set and not empty;
-      otherwise ``None``, the run is not available.
-    * ``"none"``, ``""`` or ``None``: ``None``.
-
-    For example ``export RECAGENTS_AGENT4REC_RECORDED=/data/agent4rec_official`` before
-    starting Jupyter or pytest makes notebook 02 (``RECORDED_RUN = "auto"``) and the
-    recorded-run tests use that folder.
-    """
-    if recorded is None:
-        return None
-    if isinstance(recorded, str):
-        setting = recorded.strip()
-        if setting in ("", "none"):
-            return None
-        if setting == "auto":
-            override = os.environ.get(OFFICIAL_ENV, "").strip()
-            return Path(override).expanduser() if override else None
-    return Path(recorded).expanduser()
+class RecordedRunError(ValueError):
+    """A recorded record that cannot be read: the message names the file and the field."""
 
 
-def run_folder(folder: str | Path | None = None) -> Path:
-    """``folder``, or when it is ``None`` the one :func:`official_run_dir` names.
+#: ``metrics.txt`` lines that the released code writes from the behaviour it records.
+METRICS_TXT_KEYS = {
+    "Average recall": "recall",
+    "Average presion": "precision",  # sic: the released code's spelling
+    "Overall click rate": "click_rate",
+    "Average number of likes": "n_likes",
+    "Average exit page": "exit_page",
+}
+
+
+#: The ``metrics.txt`` line giving the number of agents its totals are over.
+METRICS_TXT_AGENTS = ("n_avatars", "n_agents")
+
+
+def read_metrics_txt(path: str | Path) -> dict[str, float]:
+    """The totals of a released ``metrics.txt``: :data:`METRICS_TXT_KEYS` and ``n_agents``.
 
     Raises:
-        FileNotFoundError: No folder is given or set (the message names ``$OFFICIAL_ENV``).
+        ValueError: A total is missing or not a number (the message names it).
     """
-    found = Path(folder) if folder is not None else official_run_dir()
-    if found is None:
-        raise FileNotFoundError(
-            "the official Agent4Rec recorded run is not available: pass its folder, or set "
-            f"${OFFICIAL_ENV} to it (nothing beside the repository is searched)"
-        )
+    keys = {**METRICS_TXT_KEYS, METRICS_TXT_AGENTS[0]: METRICS_TXT_AGENTS[1]}
+    found: dict[str, float] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        label, _, value = line.partition(":")
+        if label.strip() in keys:
+            try:
+                found[keys[label.strip()]] = float(value.strip())
+            except ValueError as error:
+                raise ValueError(f"{path}: {label.strip()} is not a number: {value!r}") from error
+    missing = sorted(set(keys.values()) - set(found))
+    if missing:
+        raise ValueError(f"{path} lacks {missing}")
     return found
 
 
-_OFFICIAL_FILES = (
-    "run_lightgcn_1000.jsonl",
-    "user_statistic.csv",
-    "user_statistic_num.csv",
-    "movie_detail.csv",
-    "train.txt",
-)
-
-
-class RecordedRunError(ValueError):
-    """A recorded-run file that cannot be read: the message names the file, line and field."""
-
-
-#: The longest line :func:`read_run_records` reads (the authors' longest is under 10 KB).
-MAX_RECORD_BYTES = 16 << 20
 #: Per-page lists of item ids; ``recommended_id`` is required, the others may be absent.
 _ID_LISTS = ("recommended_id", "align_id", "like_id", "watch_id", "rating_id", "ground_truth")
 
@@ -212,13 +204,13 @@ class _Bad(Exception):
 
 
 def _check_page(page: Any, at: str) -> dict[str, Any]:
-    """One stored page, checked; absent or ``null`` optional lists become ``[]``.
+    """One stored page, checked; absent or ``None`` optional lists become ``[]``; ids str.
 
     Raises:
-        _Bad: ``(field, problem)`` for the caller to name the file and line.
+        _Bad: ``(field, problem)`` for the caller to name the file.
     """
     if not isinstance(page, dict):
-        raise _Bad(at, f"is {type(page).__name__}, not an object")
+        raise _Bad(at, f"is {type(page).__name__}, not a dict")
     page = dict(page)
     if "recommended_id" not in page:
         raise _Bad(f"{at}.recommended_id", "is missing")
@@ -232,6 +224,7 @@ def _check_page(page: Any, at: str) -> dict[str, Any]:
         for index, item in enumerate(value):
             if not _is_id(item):
                 raise _Bad(f"{at}.{key}[{index}]", f"is {_show(item)}, not an id")
+        page[key] = [str(item) for item in value]
     for key, check, kind in (("rating", _is_number, "a finite number"),
                              ("feeling", lambda v: isinstance(v, str), "a string")):  # fmt: skip
         value = page.get(key)
@@ -254,192 +247,80 @@ def _check_page(page: Any, at: str) -> dict[str, Any]:
     return page
 
 
-def read_run_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each visit record of a recorded-run JSONL file, checked, with its line number.
+def check_record(record: Any, where: str) -> dict[str, Any]:
+    """One agent's behaviour record (a pickle's plain content), checked.
 
-    Every line (blank lines are skipped) must be UTF-8 JSON of one object with an
-    ``agent_id`` (an int or a string, not seen on an earlier line) and ``pages``: a list of
-    objects, each with a ``recommended_id`` list of ids; ``align_id``, ``like_id``,
-    ``watch_id``, ``rating_id`` and ``ground_truth`` are lists of ids when present,
-    ``rating`` (finite numbers) and ``feeling`` (strings) lists as long as ``rating_id``,
-    ``page`` an int. Absent or ``null`` optional lists are yielded as ``[]``.
-
-    Raises:
-        RecordedRunError: The first line that breaks a rule, naming the file, the line and
-            the field (e.g. ``pages[2].recommended_id``) and what is wrong with it.
-    """
-    path = Path(path)
-    first_line: dict[str, int] = {}
-    with open(path, "rb") as handle:
-        for line_no, raw in enumerate(iter(lambda: handle.readline(MAX_RECORD_BYTES + 1), b""), 1):
-            where = f"{path}: line {line_no}"
-            if len(raw) > MAX_RECORD_BYTES:
-                raise RecordedRunError(
-                    f"{where}: longer than {MAX_RECORD_BYTES:,} bytes (MAX_RECORD_BYTES); "
-                    "a visit record is one line of a few KB"
-                )
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise RecordedRunError(
-                    f"{where} (byte {error.start} of the line): not valid UTF-8"
-                ) from None
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise RecordedRunError(
-                    f"{where}, column {error.colno}: not valid JSON ({error.msg})"
-                ) from None
-            except RecursionError:
-                raise RecordedRunError(f"{where}: JSON nested too deeply") from None
-            except ValueError as error:  # e.g. an integer of more digits than Python allows
-                raise RecordedRunError(f"{where}: not valid JSON ({error})") from None
-            if not isinstance(record, dict):
-                raise RecordedRunError(
-                    f"{where}: a visit record must be a JSON object, not {type(record).__name__}"
-                )
-            try:
-                for key in ("agent_id", "pages"):
-                    if key not in record:
-                        raise _Bad(key, "is missing")
-                if not _is_id(record["agent_id"]):
-                    raise _Bad("agent_id", f"is {_show(record['agent_id'])}, not an id")
-                if not isinstance(record["pages"], list):
-                    kind = type(record["pages"]).__name__
-                    raise _Bad("pages", f"is {kind}, not a list of pages")
-                pages = [_check_page(page, f"pages[{i}]") for i, page in enumerate(record["pages"])]
-            except _Bad as error:
-                field, problem = error.args
-                raise RecordedRunError(f"{where}: {field} {problem}") from None
-            user = str(record["agent_id"])
-            if user in first_line:
-                raise RecordedRunError(
-                    f"{where}: agent_id {_show(record['agent_id'])} was already recorded on line "
-                    f"{first_line[user]}; each agent's visit is one line"
-                )
-            first_line[user] = line_no
-            yield line_no, {**record, "pages": pages}
-
-
-def read_release_csv(
-    path: Path, columns: Sequence[str], numeric: Sequence[str] = (), **read_options: Any
-) -> pd.DataFrame:
-    """One CSV file of the recorded run, checked: readable, with ``columns``, numbers numeric.
-
-    Why: pandas' own errors name neither the file nor the row, and a non-numeric rating
-    would otherwise surface as a bare ``ValueError`` far from the file that holds it.
+    The authors' code stores ``{1: page, 2: page, ..., "interview": [...]}``: integer page
+    keys from 1 without gaps, each page a dict with a ``recommended_id`` list of ids;
+    ``align_id``, ``like_id``, ``watch_id``, ``rating_id`` and ``ground_truth`` lists of
+    ids when present, ``rating`` (finite numbers) and ``feeling`` (strings) as long as
+    ``rating_id``, ``page`` an int. Absent or ``None`` optional lists become ``[]``.
 
     Args:
-        path: The file.
-        columns: Columns it must have.
-        numeric: Columns whose every non-empty value must be a finite number.
-        read_options: Passed to :func:`pandas.read_csv`.
+        record: The plain object (:func:`load_official_pickle` with ``plain=True``).
+        where: What to name in a message (the file).
+
+    Returns:
+        ``{"pages": [page, ...], "interview": ...}``, pages in order, ids as strings.
 
     Raises:
-        RecordedRunError: Naming the file, and for a bad value its line (the header is
-            line 1) and column.
+        RecordedRunError: The first field that breaks a rule, named with ``where``.
     """
     try:
-        frame = pd.read_csv(path, **read_options)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise RecordedRunError(f"{path}: not a readable CSV file ({error})") from None
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise RecordedRunError(f"{path}: missing column(s) {missing}; it has {list(frame.columns)}")
-    for column in numeric:
-        text = frame[column].astype(str).str.strip()
-        values = pd.to_numeric(text.where(text != "", "nan"), errors="coerce")
-        bad = (values.isna() & (text != "") & (text.str.lower() != "nan")) | values.abs().eq(
-            float("inf")
-        )
-        if bad.any():
-            row = int(bad.to_numpy().argmax())
-            raise RecordedRunError(
-                f"{path}: line {row + 2}, column {column}: {frame[column].iloc[row]!r} is not "
-                "a finite number"
-            )
-    return frame
+        if not isinstance(record, dict):
+            raise _Bad("the record", f"is {type(record).__name__}, not a dict")
+        keys = [k for k in record if k != "interview"]
+        bad = [k for k in keys if not isinstance(k, int) or isinstance(k, bool)]
+        if bad:
+            raise _Bad(f"key {_show(bad[0])}", "is neither a page number nor 'interview'")
+        if sorted(keys) != list(range(1, len(keys) + 1)):
+            raise _Bad("the page keys", f"are {sorted(keys)}, not 1..{len(keys)}")
+        pages = [_check_page(record[k], f"page {k}") for k in sorted(keys)]
+    except _Bad as error:
+        field, problem = error.args
+        raise RecordedRunError(f"{where}: {field} {problem}") from None
+    return {"pages": pages, "interview": record.get("interview")}
 
 
-def _official_items(folder: Path) -> pd.DataFrame:
-    items = read_release_csv(
-        folder / "movie_detail.csv",
-        ["movie_id", "title", "genres", "rating", "summary"],
-        numeric=["rating"],
-        keep_default_na=False,
-    )
-    popularity: dict[str, int] = {}
-    with open(folder / "train.txt", encoding="utf-8") as handle:
-        for line in handle:
-            for item in line.split()[1:]:
-                popularity[item] = popularity.get(item, 0) + 1
-    out = pd.DataFrame(
-        {
-            ITEM: items["movie_id"].astype(str),
-            TITLE: items["title"].astype(str),
-            GENRES: items["genres"].map(lambda g: tuple(x for x in str(g).split("|") if x)),
-            "mean_rating": pd.to_numeric(items["rating"], errors="coerce").astype(float),
-            "summary": items["summary"].astype(str),
-        }
-    )
-    out["popularity"] = out[ITEM].map(popularity).fillna(0).astype(int)
-    return out
+def behaviour_paths(run: RunName, agents: int | None = None) -> dict[str, str]:
+    """The run's behaviour pickles in the manifest by agent id, the first ``agents`` by id."""
+    if run not in RUNS:
+        raise ValueError(f"run must be one of {sorted(RUNS)}, got {run!r}")
+    folder = f"{RUNS[run][1]}/behavior/"
+    found = {
+        path[len(folder) : -len(".pkl")]: path
+        for path in (f.path for f in releases.manifest(RELEASE).files)
+        if path.startswith(folder) and path.endswith(".pkl")
+    }
+    ordered = sorted(found, key=int)[:agents]
+    return {user: found[user] for user in ordered}
 
 
-def _official_traits(folder: Path) -> pd.DataFrame:
-    levels = read_release_csv(folder / "user_statistic.csv", [USER, *TRAITS])
-    counts = ["activity_num", "diversity_num", "deviation"]
-    raw = read_release_csv(folder / "user_statistic_num.csv", [USER, *counts], numeric=counts)
-    raw = raw.rename(
-        columns={
-            "activity_num": "n_ratings",
-            "deviation": "conformity_mse",
-            "diversity_num": "n_top_genres",
-        }
-    )
-    out = levels.merge(raw, on=USER, how="outer")
-    out[USER] = out[USER].astype(str)
-    ordered = [USER, *TRAITS, "n_ratings", "conformity_mse", "n_top_genres"]
-    return out[ordered].reset_index(drop=True)
-
-
-def _official_logs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, int]:
-    exposures: list[tuple] = []
-    sessions: list[tuple] = []
+def _logs(
+    records: Mapping[str, dict[str, Any]], recommender: str
+) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The exposure and session frames of checked records (and the unparsed interviews)."""
+    exposures: list[tuple[Any, ...]] = []
+    sessions: list[tuple[Any, ...]] = []
     unparsed = 0
-    for _, record in read_run_records(folder / "run_lightgcn_1000.jsonl"):
-        user = str(record["agent_id"])
+    for user, record in records.items():
         pages = record["pages"]
         for page_no, page in enumerate(pages, 1):
-            aligned = {str(i) for i in page["align_id"]}
-            watched = {str(i) for i in page["watch_id"]}
-            rated = [str(i) for i in page["rating_id"]]
-            ratings = dict(zip(rated, page["rating"], strict=False))  # [] when absent
-            feelings = dict(zip(rated, page["feeling"], strict=False))
+            aligned, watched = set(page["align_id"]), set(page["watch_id"])
+            ratings = dict(zip(page["rating_id"], page["rating"], strict=False))
+            feelings = dict(zip(page["rating_id"], page["feeling"], strict=False))
+            number = page_no if page.get("page") is None else page["page"]
             for position, item in enumerate(page["recommended_id"]):
-                item = str(item)
                 rating = ratings.get(item)
                 exposures.append(
-                    (
-                        user,
-                        OFFICIAL_RECOMMENDER,
-                        page_no if page.get("page") is None else page["page"],
-                        position,
-                        item,
-                        item in aligned,
-                        item in watched,
-                        float(rating) if rating is not None else math.nan,
-                        str(feelings.get(item, "") or ""),
-                    )
-                )
+                    (user, recommender, number, position, item, item in aligned,
+                     item in watched, float(rating) if rating is not None else math.nan,
+                     str(feelings.get(item, "") or ""))
+                )  # fmt: skip
         score = parse_satisfaction(record.get("interview"))
         unparsed += int(math.isnan(score))
         exit_page = len(pages)
-        sessions.append(
-            (user, OFFICIAL_RECOMMENDER, exit_page, exit_page < OFFICIAL_MAX_PAGES, score)
-        )
+        sessions.append((user, recommender, exit_page, exit_page < OFFICIAL_MAX_PAGES, score))
     exposure_frame = pd.DataFrame(exposures, columns=list(EXPOSURE_COLUMNS))
     exposure_frame["aligned"] = exposure_frame["aligned"].astype("boolean")
     exposure_frame["watched"] = exposure_frame["watched"].astype(bool)
@@ -448,38 +329,78 @@ def _official_logs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     return exposure_frame, session_frame, unparsed
 
 
-def load_official_run(folder: str | Path | None = None) -> OfficialRun:
-    """Convert the authors' recorded LightGCN run (1,000 agents) into the shared format.
+def release_items() -> pd.DataFrame:
+    """The released items as a run analysis reads them (see :attr:`OfficialRun.items`)."""
+    items = released.agent4rec_items()
+    years = items[YEAR].map(lambda y: f" ({int(y)})" if pd.notna(y) else "")
+    popularity = released.agent4rec_popularity()
+    out = items[[ITEM, TITLE, GENRES, "mean_rating", "summary"]].assign(
+        **{TITLE: items[TITLE] + years}
+    )
+    out["popularity"] = out[ITEM].map(popularity).fillna(0).astype(int)
+    return out
 
-    Reads ``run_lightgcn_1000.jsonl`` (pages and interviews), ``user_statistic.csv`` and
-    ``user_statistic_num.csv`` (trait levels; raw ``activity_num``, ``deviation``,
-    ``diversity_num``), ``movie_detail.csv`` (items) and ``train.txt`` (item popularity).
-    Ids become strings. ``aligned``, ``watched`` and ``rating`` come from ``align_id``,
+
+def build_official_run(
+    name: str,
+    recommender: str,
+    records: Mapping[str, dict[str, Any]],
+    traits: pd.DataFrame,
+    items: pd.DataFrame,
+    metrics_txt: Mapping[str, float] | None = None,
+) -> OfficialRun:
+    """An :class:`OfficialRun` from checked records (:func:`check_record`), traits and items.
+
+    Ids become strings; ``aligned``, ``watched`` and ``rating`` come from ``align_id``,
     ``watch_id`` and ``rating_id``/``rating``; ``exit_page`` is the number of pages and
     ``exited`` is ``exit_page < 5`` (an agent that saw all 5 pages ran out of pages).
-
-    Args:
-        folder: The data folder; ``None`` asks :func:`official_run_dir` (the folder in
-            ``$RECAGENTS_AGENT4REC_RECORDED``).
-
-    Returns:
-        The :class:`OfficialRun`.
-
-    Raises:
-        FileNotFoundError: If no folder is given or set, or the folder or one of its
-            files is missing.
-        RecordedRunError: A line of the run file breaks a rule of :func:`read_run_records`
-            (the message names the file, the line and the field).
+    ``traits`` is kept for the records' agents only.
     """
-    folder = run_folder(folder)
-    missing = [name for name in _OFFICIAL_FILES if not (folder / name).is_file()]
-    if missing:
-        raise FileNotFoundError(f"{folder} lacks the official run file(s) {missing}")
-    exposures, sessions, unparsed = _official_logs(folder)
+    ordered = {user: records[user] for user in sorted(records, key=lambda u: (len(u), u))}
+    exposures, sessions, unparsed = _logs(ordered, recommender)
+    traits = traits.assign(**{USER: traits[USER].astype(str)})
     return OfficialRun(
+        name=name,
+        recommender=recommender,
+        records=ordered,
         exposures=exposures,
         sessions=sessions,
-        traits=_official_traits(folder),
-        items=_official_items(folder),
+        traits=traits[traits[USER].isin(ordered)].reset_index(drop=True),
+        items=items,
+        metrics_txt=dict(metrics_txt or {}),
         n_unparsed_interviews=unparsed,
     )
+
+
+def load_official_run(run: RunName = "lightgcn", agents: int | None = None) -> OfficialRun:
+    """One of the authors' recorded runs (:data:`RUNS`), from the pinned release.
+
+    Every behaviour pickle of the run (``behavior/<agent>.pkl``, the first ``agents`` by
+    id) comes through one :func:`recagents.data.releases.fetch` call (SHA-256 checked; the
+    offline mirror only when ``$RECAGENTS_RELEASES_MIRROR`` names it), is opened by
+    :func:`load_official_pickle` and checked by :func:`check_record`. Traits are
+    ``user_statistic.csv`` and ``user_statistic_num.csv``, items ``movie_detail.csv`` with
+    the popularity of ``cf_data/train.txt``, totals the run's ``metrics.txt``.
+
+    Args:
+        run: ``"lightgcn"`` (1,000 agents) or ``"mf"`` (100 agents).
+        agents: Read only the first ``agents`` agents by id (``None``: all).
+
+    Raises:
+        ValueError: An unknown run.
+        RecordedRunError: A record breaks a rule of :func:`check_record` (naming the file).
+        recagents.data.safepickle.UnsafePickleError: A pickle asks for what the allow-list
+            refuses.
+        recagents.data.releases.ReleaseError: A file not in the cache, mirror or network.
+    """
+    paths = behaviour_paths(run, agents)
+    recommender, folder = RUNS[run]
+    root = releases.fetch(RELEASE, [*paths.values(), f"{folder}/metrics.txt"], progress=False)
+    records = {
+        user: check_record(load_official_pickle(root / path, plain=True), path)
+        for user, path in paths.items()
+    }
+    return build_official_run(
+        run, recommender, records, released.agent4rec_traits(), release_items(),
+        read_metrics_txt(root / folder / "metrics.txt"),
+    )  # fmt: skip

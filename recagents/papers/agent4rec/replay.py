@@ -1,13 +1,13 @@
 """Replay the authors' recorded Agent4Rec decisions through our page loop.
 
-Why: the authors released what their gpt-3.5 agents *did* on every page of their
-1,000-agent LightGCN run (which items aligned with their taste, which they watched, each
-rating and feeling, where they left, the interview score), but not, in the files available
-offline, the raw prompts and replies. Replaying those decisions through
-:func:`recagents.papers.agent4rec.loop.simulate` unchanged, on the authors' own pages, checks
-our loop and our analysis against theirs: if both are the same procedure, the replay gives
-back the recorded behaviour agent by agent and the totals of their ``metrics.txt``. Every
-difference is a finding about one loop or the other, listed with its cause.
+Why: the authors released what their gpt-3.5 agents *did* on every page of their two runs
+(LightGCN, 1,000 agents; MF, 100 agents: which items aligned with their taste, which they
+watched, each rating and feeling, where they left, the interview score). Replaying those
+decisions through :func:`recagents.papers.agent4rec.loop.simulate` unchanged, on the
+authors' own pages, checks our loop and our analysis against theirs: if both are the same
+procedure, the replay gives back the recorded behaviour agent by agent and the totals of
+each run's own ``metrics.txt``. Every difference is a finding about one loop or the other,
+listed with its cause.
 
 The replies come from :func:`recorded_client`, a :class:`~recagents.llm.scripted.ScriptedClient`
 named :data:`RECORDED_NAME`: the authors' recorded decisions, never an LLM result of ours.
@@ -22,7 +22,6 @@ import hashlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -32,30 +31,20 @@ from recagents.columns import ITEM, USER
 from recagents.llm.client import ChatRequest, LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.llm.scripted import ScriptedClient
-from recagents.papers.agent4rec.agents import Agent
+from recagents.papers.agent4rec.agents import Agent, item_line
 from recagents.papers.agent4rec.config import TRAITS, Agent4RecConfig
 from recagents.papers.agent4rec.prompts import TRAIT_SENTENCES
 from recagents.papers.agent4rec.recorded import (
-    OFFICIAL_RECOMMENDER,
+    METRICS_TXT_KEYS,
+    OfficialRun,
+    RunName,
     load_official_run,
     parse_satisfaction,
-    read_release_csv,
-    read_run_records,
-    run_folder,
 )
 from recagents.papers.agent4rec.scripted import request_kind
 
 #: The name of the replayed policy (its client's model is ``scripted:<name>``).
 RECORDED_NAME = "recorded-gpt-3.5-turbo-decisions"
-
-#: ``metrics.txt`` lines that the released code writes from the behaviour it records.
-METRICS_TXT_KEYS = {
-    "Average recall": "recall",
-    "Average presion": "precision",  # sic: the released code's spelling
-    "Overall click rate": "click_rate",
-    "Average number of likes": "n_likes",
-    "Average exit page": "exit_page",
-}
 
 _FEELING_MAX = 200  # our page schema's cap on a feeling (prompts.page_schema)
 _REASON_MAX = 400  # our interview schema's cap on a reason (prompts.interview_schema)
@@ -79,10 +68,6 @@ class RecordedVisit:
     reason: str
 
 
-def _ids(values: Any) -> list[str]:
-    return [str(v) for v in values or []]
-
-
 def _interview_reason(interview: Any) -> str:
     if isinstance(interview, list | tuple):
         return str(interview[1]).strip() if len(interview) > 1 else ""
@@ -91,35 +76,17 @@ def _interview_reason(interview: Any) -> str:
     return ""
 
 
-def read_recorded_visits(
-    folder: str | Path | None = None, n_agents: int | None = None
-) -> dict[str, RecordedVisit]:
-    """The recorded visits of ``run_lightgcn_1000.jsonl``, the first ``n_agents`` by id.
-
-    Raises:
-        FileNotFoundError: No folder is given or set, or it lacks the run file.
-        RecordedRunError: A line is not a visit record (a ``ValueError``; the message names
-            the file, the line and the field, see
-            :func:`~recagents.papers.agent4rec.recorded.read_run_records`).
-    """
-    folder = run_folder(folder)
-    path = folder / "run_lightgcn_1000.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{folder} lacks run_lightgcn_1000.jsonl")
-    visits: dict[str, RecordedVisit] = {}
-    for _, record in read_run_records(path):
-        pages = []
-        for page in record["pages"]:
-            keys = ("recommended_id", "align_id", "like_id", "watch_id", "rating_id")
-            pages.append(
-                {**page, **{key: _ids(page.get(key)) for key in keys},
-                 "ground_truth": _ids(page.get("ground_truth"))}
-            )  # fmt: skip
-        user = str(record["agent_id"])
-        interview = record.get("interview")
-        visits[user] = RecordedVisit(
-            user, pages, parse_satisfaction(interview), _interview_reason(interview)
+def recorded_visits(official: OfficialRun, n_agents: int | None = None) -> dict[str, RecordedVisit]:
+    """The recorded visits of a run (:attr:`OfficialRun.records`), the first ``n_agents`` by id."""
+    visits = {
+        user: RecordedVisit(
+            user,
+            record["pages"],
+            parse_satisfaction(record.get("interview")),
+            _interview_reason(record.get("interview")),
         )
+        for user, record in official.records.items()
+    }
     ordered = sorted(visits, key=lambda u: (len(u), u))
     return {u: visits[u] for u in ordered[:n_agents]}
 
@@ -259,26 +226,6 @@ def official_metrics(
     }
 
 
-def read_metrics_txt(path: str | Path) -> dict[str, float]:
-    """The behaviour totals of a released ``metrics.txt`` (see :data:`METRICS_TXT_KEYS`).
-
-    Raises:
-        ValueError: A total is missing or not a number (the message names it).
-    """
-    found: dict[str, float] = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        label, _, value = line.partition(":")
-        if label.strip() in METRICS_TXT_KEYS:
-            try:
-                found[METRICS_TXT_KEYS[label.strip()]] = float(value.strip())
-            except ValueError as error:
-                raise ValueError(f"{path}: {label.strip()} is not a number: {value!r}") from error
-    missing = sorted(set(METRICS_TXT_KEYS.values()) - set(found))
-    if missing:
-        raise ValueError(f"{path} lacks {missing}")
-    return found
-
-
 @dataclass(frozen=True)
 class ReplayResult:
     """What replaying the recorded decisions through our loop gave back.
@@ -291,7 +238,7 @@ class ReplayResult:
         disagreements: One row per differing field: agent, page, item, field, recorded,
             replayed, cause.
         metrics: ``metric, metrics_txt, from_records, from_replay`` (``metrics_txt`` is NaN
-            unless the whole run was replayed and has the file; a sample has no total).
+            unless the whole run was replayed: a sample has no total).
         truncated_feelings: Recorded feelings longer than our page schema allows (cut).
         log: The run log (calls and problems of the replay).
     """
@@ -362,52 +309,58 @@ def _agreement(users: list[str], disagreements: pd.DataFrame) -> pd.DataFrame:
     return agreement
 
 
-def _lines(folder: Path) -> dict[str, str]:
-    """How our agent sees a released item: title, the crowd's rating and genres."""
-    items = read_release_csv(
-        folder / "movie_detail.csv",
-        ["movie_id", "title", "genres", "rating"],
-        numeric=["rating"],
-        keep_default_na=False,
-    )
+def _lines(items: pd.DataFrame) -> dict[str, str]:
+    """How our agent sees a released item: title, mean rating and the authors' summary."""
     return {
-        str(row.movie_id): f"{row.title}; rated {float(row.rating or 'nan'):.2f} on average; "
-        + ", ".join(g for g in str(row.genres).split("|") if g)
+        str(row.item_id): item_line(
+            str(row.title), float(row.mean_rating), row.genres, str(row.summary), "summary"
+        )
         for row in items.itertuples(index=False)
     }
 
 
 def replay_official(
-    folder: str | Path | None = None,
+    run: RunName = "lightgcn",
     n_agents: int | None = None,
     config: Agent4RecConfig | None = None,
-    progress: bool = False,
+) -> ReplayResult:
+    """Replay one of the authors' recorded runs (``"lightgcn"`` or ``"mf"``) from the release.
+
+    :func:`~recagents.papers.agent4rec.recorded.load_official_run` of the first ``n_agents``
+    agents by id (``None``: all), then :func:`replay_run`; the whole run is compared with its
+    own ``metrics.txt``.
+    """
+    return replay_run(load_official_run(run, agents=n_agents), config=config)
+
+
+def replay_run(
+    official: OfficialRun,
+    n_agents: int | None = None,
+    config: Agent4RecConfig | None = None,
 ) -> ReplayResult:
     """Drive :func:`~recagents.papers.agent4rec.loop.simulate` with the recorded decisions.
 
     Each recorded agent is shown the pages the authors' agent saw (its recorded
     ``recommended_id`` lists, in order, as one static ranking cut into pages) and answers
     through :func:`recorded_client`. The replay's exposures and sessions are compared with
-    the records field by field, and :func:`official_metrics` of both with ``metrics.txt``.
+    the records field by field, and :func:`official_metrics` of both with the run's
+    ``metrics.txt`` when every agent the file counts (its ``n_avatars``) was replayed.
 
     Args:
-        folder: The export's folder (default: ``$RECAGENTS_AGENT4REC_RECORDED``).
-        n_agents: Replay the first ``n_agents`` agents by id (``None``: all 1,000).
+        official: The run (:func:`~recagents.papers.agent4rec.recorded.load_official_run`).
+        n_agents: Replay the first ``n_agents`` agents by id (``None``: all of ``official``).
         config: Loop settings (default: the paper's; reflections are always off here).
-        progress: Show progress bars.
     """
     from recagents.papers.agent4rec.loop import simulate
 
-    folder = run_folder(folder)
-    visits = read_recorded_visits(folder, n_agents)
-    official = load_official_run(folder)
+    visits = recorded_visits(official, n_agents)
     config = replace(config or Agent4RecConfig(), reflect_after=())
     traits = official.traits.set_index(USER)
     agents = {
         user: Agent(
             user_id=user,
             traits={t: int(traits.loc[user, t]) if user in traits.index else 2 for t in TRAITS},
-            persona="(the authors' persona is not in the export; the replay does not read it)",
+            persona="(the replay answers from the records; it does not read the persona)",
         )
         for user in visits
     }
@@ -423,10 +376,9 @@ def replay_official(
     )
     log = RunLog()
     client = recorded_client(visits, config.max_pages)
-    lines = _lines(folder)
     # A ScriptedClient answers the same batched requests as an LLMClient (duck-typed).
     exposures, sessions = simulate(
-        agents, ranked, lines, TRAIT_SENTENCES, OFFICIAL_RECOMMENDER, config,
+        agents, ranked, _lines(official.items), TRAIT_SENTENCES, official.recommender, config,
         cast(LLMClient, client), log, _hash_embed,
     )  # fmt: skip
     truncated = sum(
@@ -446,11 +398,9 @@ def replay_official(
         columns=[USER, "page", "position", ITEM, "field", "recorded", "replayed", "cause"],
     )
     agreement = _agreement(list(visits), disagreements)
-    truth = {(u, int(p.get("page", k))): p["ground_truth"]
+    truth = {(u, int(p.get("page") or k)): p["ground_truth"]
              for u, v in visits.items() for k, p in enumerate(v.pages, 1)}  # fmt: skip
-    whole = n_agents is None or n_agents >= official.sessions[USER].nunique()
-    txt_path = folder / "metrics.txt"
-    txt = read_metrics_txt(txt_path) if whole and txt_path.is_file() else {}
+    whole = len(visits) == official.metrics_txt.get("n_agents")
     geometry = (config.max_pages, config.items_per_page)
     rows = []
     for likes, suffix in (("watched", ""), ("aligned", " (aligned, as arena.py)")):
@@ -459,7 +409,7 @@ def replay_official(
         for m in METRICS_TXT_KEYS.values():
             if suffix and m not in ("n_likes", "precision", "recall"):
                 continue
-            total = math.nan if suffix else txt.get(m, math.nan)
+            total = official.metrics_txt.get(m, math.nan) if whole and not suffix else math.nan
             rows.append({"metric": m + suffix, "metrics_txt": total,
                          "from_records": theirs[m], "from_replay": ours[m]})  # fmt: skip
     metrics = pd.DataFrame(rows)

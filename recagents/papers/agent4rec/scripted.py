@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -60,13 +61,16 @@ def top_genres(
 ) -> dict[str, set[str]]:
     """Each user's ``k`` most frequent genres among the items it rated above ``positive_above``.
 
+    Without a ``rating`` column (``agent4rec-ml1m``'s released split has none) every
+    training item counts as liked.
+
     Args:
-        train: ``[user_id, item_id, rating]`` training ratings.
+        train: ``[user_id, item_id]`` training items, with ``rating`` when there are ratings.
         item_genres: Genres (a sequence of names) by item id.
         k: Genres kept per user.
         positive_above: A rating above this counts as liked.
     """
-    liked = train[train[RATING] > positive_above]
+    liked = train[train[RATING] > positive_above] if RATING in train else train
     out: dict[str, set[str]] = {}
     for user, items in liked.groupby(USER)[ITEM]:
         counts = Counter(g for i in items if i in item_genres.index for g in item_genres[i])
@@ -94,7 +98,11 @@ def _ratings_in(text: str) -> list[int]:
     return [int(r) for r in _RATED.findall(text)]
 
 
-def browsing_policy(genres: dict[str, set[str]], exit_after: int = 3) -> Any:
+def browsing_policy(
+    genres: dict[str, set[str]],
+    exit_after: int = 3,
+    line_genres: Mapping[str, set[str]] | None = None,
+) -> Any:
     """The scripted agent's policy: one reply per request, built to the request's schema.
 
     * **page**: watch an item when its genres share one with the user's top genres; rate it
@@ -107,6 +115,8 @@ def browsing_policy(genres: dict[str, set[str]], exit_after: int = 3) -> Any:
     Args:
         genres: Top genres by user id (the request's tag), e.g. from :func:`top_genres`.
         exit_after: The page on which the agent leaves.
+        line_genres: An item's genres by the line the agent is shown, for lines that do not
+            end in their genres (items described by a summary); other lines are read.
 
     Returns:
         A function ``request -> reply`` (or :data:`~recagents.llm.scripted.PASS`).
@@ -120,7 +130,8 @@ def browsing_policy(genres: dict[str, set[str]], exit_after: int = 3) -> Any:
             mine = genres.get(request.tag, set())
             items = []
             for _, line in _LISTED.findall(user):
-                shared = _genres_of(line) & mine
+                known = line_genres.get(line) if line_genres is not None else None
+                shared = (known if known is not None else _genres_of(line)) & mine
                 if shared:
                     feeling = f"I like {', '.join(sorted(shared))} and this is one."
                     items.append(
@@ -159,7 +170,10 @@ def browsing_policy(genres: dict[str, set[str]], exit_after: int = 3) -> Any:
 
 
 def browsing_client(
-    genres: dict[str, set[str]], exit_after: int = 3, fallback: Any | None = None
+    genres: dict[str, set[str]],
+    exit_after: int = 3,
+    fallback: Any | None = None,
+    line_genres: Mapping[str, set[str]] | None = None,
 ) -> ScriptedClient:
     """A :class:`~recagents.llm.scripted.ScriptedClient` playing the browsing agent.
 
@@ -167,8 +181,9 @@ def browsing_client(
         genres: Top genres by user id (:func:`top_genres`).
         exit_after: The page on which every agent leaves.
         fallback: The client for requests that are not a step of the page loop.
+        line_genres: An item's genres by its line (see :func:`browsing_policy`).
     """
-    return ScriptedClient(browsing_policy(genres, exit_after), SCRIPTED_NAME, fallback)
+    return ScriptedClient(browsing_policy(genres, exit_after, line_genres), SCRIPTED_NAME, fallback)
 
 
 def exit_page_figure(

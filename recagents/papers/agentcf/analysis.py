@@ -5,6 +5,7 @@ Everything here reads a finished run's event log or result tables; nothing calls
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -99,33 +100,58 @@ def paper_dataset(paper_subset: str) -> str:
     return paper_subset.strip().lower()
 
 
-def paper_values(reported: pd.DataFrame, dataset: str, metric: str = "ndcg@10") -> dict:
-    """The paper's ``metric`` per (our method, subset kind), only for rows on ``dataset``.
+def _by_kind(datasets: str | Mapping[str, str]) -> dict[str, str]:
+    """Subset kind -> the dataset it ran on; one name means both kinds ran on it."""
+    if isinstance(datasets, str):
+        return {"dense": datasets, "sparse": datasets}
+    return dict(datasets)
+
+
+def _applies(paper_subset: str, datasets: dict[str, str]) -> bool:
+    """Whether the paper's subset (``"CDs-dense"``) is the data our subset of its kind ran on."""
+    kind = paper_subset.rsplit("-", 1)[-1].lower()
+    return datasets.get(kind) == paper_dataset(paper_subset)
+
+
+def paper_values(
+    reported: pd.DataFrame, datasets: str | Mapping[str, str], metric: str = "ndcg@10"
+) -> dict:
+    """The paper's ``metric`` per (our method, subset kind), only for rows on our data.
 
     A paper value is compared only with ours on the same dataset and setting: on MovieLens
     (or any data the paper did not use) this is empty, and callers say so.
 
+    Args:
+        reported: :func:`recagents.paper_numbers.table` of ``"AgentCF-T2"``.
+        datasets: The dataset of each of our subsets (``{"dense": "cds-dense", "sparse":
+            "cds-sparse"}``), or one name for every subset.
+        metric: The column.
+
     Returns:
-        ``{(method, kind): value}`` where ``kind`` is the subset kind of our run on ``dataset``
-        (``"dense"`` or ``"sparse"``, the suffix of the paper's subset).
+        ``{(method, kind): value}`` where ``kind`` is the subset kind (``"dense"`` or
+        ``"sparse"``, the suffix of the paper's subset).
     """
+    by_kind = _by_kind(datasets)
     values = {}
     for method, paper_method in PAPER_METHOD.items():
         rows = reported[reported["method"] == paper_method]
         for row in rows.to_dict("records"):
-            if paper_dataset(row["subset"]) != dataset or row[metric] == "unknown":
+            if not _applies(row["subset"], by_kind) or row[metric] == "unknown":
                 continue
             values[(method, row["subset"].rsplit("-", 1)[-1].lower())] = float(row[metric])
     return values
 
 
-def paper_side_by_side(summary: pd.DataFrame, reported: pd.DataFrame, dataset: str) -> pd.DataFrame:
+def paper_side_by_side(
+    summary: pd.DataFrame, reported: pd.DataFrame, datasets: str | Mapping[str, str]
+) -> pd.DataFrame:
     """Our NDCG@1/5/10 (mean [95% CI]) per subset beside the paper's, on the same data only.
 
     Args:
         summary: ``[subset, method, metric, mean, low, high]`` for our runs.
         reported: :func:`recagents.paper_numbers.table` of ``"AgentCF-T2"``.
-        dataset: The dataset our run used (e.g. ``"ml-100k"``, ``"cds-dense"``).
+        datasets: The dataset of each of our subsets (``{"dense": "cds-dense", ...}``), or
+            one name for every subset (e.g. ``"ml-100k"``).
 
     Returns:
         One row per method; our columns per subset and metric, then ``paper`` (the reported
@@ -138,10 +164,12 @@ def paper_side_by_side(summary: pd.DataFrame, reported: pd.DataFrame, dataset: s
         index="method", columns=["subset", "metric"], values="value", aggfunc="first", sort=False
     )
     table.columns = [f"ours {subset} {metric}" for subset, metric in table.columns]
+    by_kind = _by_kind(datasets)
+    ours = ", ".join(dict.fromkeys(by_kind[k] for k in summary["subset"].unique() if k in by_kind))
     paper = []
     for method in table.index:
         rows = reported[reported["method"] == PAPER_METHOD.get(method, "")].to_dict("records")
-        same = [r for r in rows if paper_dataset(r["subset"]) == dataset]
+        same = [r for r in rows if _applies(r["subset"], by_kind)]
         if same:
             cells = [
                 f"{r['subset']}: {r['ndcg@1']} / {r['ndcg@5']} / {r['ndcg@10']} {r['tag']}"
@@ -150,7 +178,7 @@ def paper_side_by_side(summary: pd.DataFrame, reported: pd.DataFrame, dataset: s
             paper.append("; ".join(cells))
         elif rows:
             others = ", ".join(sorted({r["subset"] for r in rows}))
-            paper.append(f"no value for {dataset} (reported on {others} only: not comparable)")
+            paper.append(f"no value for {ours} (reported on {others} only: not comparable)")
         else:
             paper.append("not reported")
     table["paper N@1 / N@5 / N@10 (gpt-3.5)"] = paper

@@ -31,6 +31,18 @@ VARIANTS = ("B", "B+H", "B+R", "LLMRank", "history-user")
 #: Training modes: the full method and the paper's three ablations (Table 3).
 ABLATIONS = ("full", "no_autonomy", "no_item_agent", "no_user_agent")
 
+#: The paper's subsets as released (:func:`recagents.data.load_dataset` names), by kind: on
+#: either, a subset of that kind is drawn from its release, not re-made.
+RELEASED_DATASETS = {"dense": "cds-dense", "sparse": "cds-sparse"}
+
+#: Where the 9 test negatives come from (see :attr:`AgentCFConfig.candidate_pool`).
+CandidatePool = Literal["subset", "dataset", "released"]
+
+
+def on_release(dataset: Dataset) -> bool:
+    """Whether ``dataset`` is one of the paper's released CDs subsets."""
+    return dataset.name in RELEASED_DATASETS.values()
+
 
 # --------------------------------------------------------------------------- configuration
 
@@ -70,10 +82,15 @@ class AgentCFConfig:
             :func:`~recagents.papers.agentcf.entry.rank` shows (on shared candidates).
         subsets: The subsets :func:`~recagents.papers.agentcf.entry.run` trains agents on,
             each drawn anew (the paper: both).
-        candidate_pool: Where ``run``'s 9 test negatives come from: the ``"subset"``'s items
-            (the paper) or the whole ``"dataset"`` (for a subset too small for 1 + 9).
+        candidate_pool: Where ``run``'s 9 test negatives come from: ``"released"``, the
+            paper's own lists (the first 9 of each user's pre-drawn ``.random`` list, only on
+            a released CDs subset); the ``"subset"``'s items, drawn as the paper does but
+            never from the user's history; or the whole ``"dataset"`` (for a subset too small
+            for 1 + 9). ``None`` (the default): :meth:`pool_for` the dataset, ``"released"``
+            on the CDs releases and ``"subset"`` elsewhere.
         baselines: Classic models ``run`` trains on each subset (the paper's "sampled"
-            rows); only with ``candidate_pool="subset"``: they cannot score unseen items.
+            rows); only when the subset holds every candidate: they cannot score unseen
+            items.
         full_data_baselines: Classic models ``run`` trains on every user's data (the
             paper's "full" rows).
         sample_seed: Seeds ``run``'s user sample, test candidates, classic tie-breaks and
@@ -97,7 +114,7 @@ class AgentCFConfig:
     seed: int = 2020
     zero_shot_history_len: int = field(default=10, metadata=bounds(1))
     subsets: tuple[Literal["dense", "sparse"], ...] = ("dense", "sparse")
-    candidate_pool: Literal["subset", "dataset"] = "subset"
+    candidate_pool: CandidatePool | None = None
     baselines: tuple[str, ...] = ("Pop", "BPR", "SASRec", "LightGCN")
     full_data_baselines: tuple[str, ...] = ("Pop", "BPR", "SASRec", "LightGCN")
     sample_seed: int = 0
@@ -116,6 +133,28 @@ class AgentCFConfig:
         if self.domain is not None:
             return self
         return dataclasses.replace(self, domain=getattr(dataset, "domain", None) or "movie")
+
+    def pool_for(self, dataset: Dataset) -> CandidatePool:
+        """The candidate pool used on ``dataset``: :attr:`candidate_pool` or the dataset's.
+
+        Raises:
+            ConfigError: ``"released"`` on data other than the CDs releases, or a window other
+                than the released 8 items on them.
+        """
+        released = on_release(dataset)
+        if released and self.n_targets != 5:
+            raise ConfigError(
+                f"AgentCFConfig.n_targets={self.n_targets}: {dataset.name}'s windows are "
+                "the released 8 items (5 targets)"
+            )
+        if self.candidate_pool is None:
+            return "released" if released else "subset"
+        if self.candidate_pool == "released" and not released:
+            raise ConfigError(
+                f"AgentCFConfig.candidate_pool='released' needs a released CDs subset "
+                f"({', '.join(RELEASED_DATASETS.values())}), not {dataset.name}"
+            )
+        return self.candidate_pool
 
     @property
     def window(self) -> int:

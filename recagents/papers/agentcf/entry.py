@@ -30,7 +30,9 @@ from recagents.protocol import PaperRun, Ranking, RankTask, RunOptions, metric_r
 
 PAPER = "AgentCF"
 NOTEBOOK = "01_agentcf"
-DATASET = "ml-100k"
+#: The paper's own data: its released CDs-dense subset (the sparse subset of a run on it is
+#: drawn from CDs-sparse, :func:`~recagents.papers.agentcf.pipeline.draw`).
+DATASET = "cds-dense"
 
 #: The LLM rankers :func:`run` compares (beside the config's classic models and Random).
 METHODS = tuple(pipeline.LLM_RANKERS)
@@ -47,14 +49,15 @@ TABLES = (
     "windows", "candidates", "pairs", "rankings", "parses", "per_user", "summary", "events",
 )  # fmt: skip
 
-#: Notebook 01's sizes per profile: subsets, users per subset, training steps, batch size,
-#: the classic models' epochs, the models trained on all users, the users of the
-#: memory-quality experiment and the seeds of the B+R - B comparison.
+#: Notebook 01's sizes per profile: subsets (the paper's Table 2 reports both; the ablations
+#: and the seeds run on the first), users per subset, training steps, batch size, the
+#: classic models' epochs, the models trained on all users (on the CDs data: the release's
+#: 100), the users of the memory-quality experiment and the seeds of the B+R - B comparison.
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"subsets": ["dense"], "n_users": 3, "steps": 1, "batch": 3, "epochs": 5,
-              "full_data": [], "memory_users": 0, "seeds": 2},
-    "default": {"subsets": ["dense"], "n_users": 8, "steps": 2, "batch": 8, "epochs": 100,
-                "full_data": ["Pop", "BPR"], "memory_users": 10, "seeds": 2},
+              "full_data": ["Pop", "BPR"], "memory_users": 0, "seeds": 2},
+    "default": {"subsets": ["dense"], "n_users": 8, "steps": 2, "batch": 8,
+                "epochs": 100, "full_data": ["Pop", "BPR"], "memory_users": 10, "seeds": 2},
     "paper": {"subsets": ["dense", "sparse"], "n_users": 100, "steps": 5, "batch": 20,
               "epochs": 300, "full_data": ["Pop", "BPR", "SASRec", "LightGCN"],
               "memory_users": 100, "seeds": 5},
@@ -97,12 +100,14 @@ def run(
     """Notebook 01's experiment: per subset, train the agents, rank 1 + 9 candidates, score.
 
     For each of ``config.subsets``: :func:`~recagents.papers.agentcf.pipeline.run_subset`
-    (users and candidates drawn with ``config.sample_seed``, agents trained, each method
-    ranks, then the classic models and Random), and NDCG@1/5/10 per method with 95% bootstrap
+    (users and candidates drawn with ``config.sample_seed``, on the CDs data from the release
+    of the subset's kind with the paper's candidate lists; agents trained, each method ranks,
+    then the classic models and Random), and NDCG@1/5/10 per method with 95% bootstrap
     intervals over users.
 
     Args:
-        dataset: The dataset (titles, genres, user features).
+        dataset: The dataset (titles, genres, user features); ``cds-dense`` or
+            ``cds-sparse`` runs every subset on its release.
         config: The settings (default: notebook 01's at ``options.profile``,
             :func:`default_config`).
         options: The shared arguments (:class:`~recagents.protocol.RunOptions`): ``n_users``

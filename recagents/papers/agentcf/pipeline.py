@@ -1,7 +1,8 @@
 """AgentCF's experiment on one subset, step by step: draw, train, rank, score.
 
 :func:`run_subset` is what notebook 01 runs on each subset (through
-:func:`recagents.papers.agentcf.entry.run`): draw the users and their 1 + 9 candidates, build
+:func:`recagents.papers.agentcf.entry.run`): draw the users and their 1 + 9 candidates
+(:func:`draw`: from the paper's release on its CDs data, re-made on any other), build
 the agents and train them by collaborative reflection (:func:`train_agents`), rank with each
 LLM ranker of :data:`LLM_RANKERS`, then the classic models (:func:`classic_rankings`), and
 score every ranking per user. The same steps serve the seeds comparison
@@ -24,8 +25,9 @@ from recagents.llm.client import LLMClient
 from recagents.llm.runlog import RunLog
 from recagents.metrics import ranking_metrics
 from recagents.papers.agentcf.agents import AgentState, initial_state, item_titles, train
-from recagents.papers.agentcf.config import AgentCFConfig
+from recagents.papers.agentcf.config import AgentCFConfig, on_release
 from recagents.papers.agentcf.evaluate import RankOutcome, rank_candidates
+from recagents.papers.agentcf.released_agents import draw_released, released_candidates
 from recagents.papers.agentcf.subsets import (
     Subset,
     make_subset,
@@ -60,7 +62,9 @@ class SubsetRun:
     """One subset's experiment: its data, the agents before and after training, the rankings.
 
     Attributes:
-        subset: The users' windows (:func:`~recagents.papers.agentcf.subsets.make_subset`).
+        dataset: The data the subset was drawn from (on the CDs releases, the release of the
+            subset's kind).
+        subset: The users' windows (:func:`draw`).
         candidates: ``[user_id, item_id, label, position]``: test item and 9 negatives each.
         initial: The untrained agents.
         pairs: The scheduled training pairs.
@@ -72,6 +76,7 @@ class SubsetRun:
         per_user: Every method's NDCG@1/5/10 per user.
     """
 
+    dataset: Dataset
     subset: Subset
     candidates: pd.DataFrame
     initial: AgentState
@@ -91,6 +96,39 @@ class SubsetRun:
 def held_out(candidates: pd.DataFrame) -> pd.DataFrame:
     """``[user_id, item_id]`` of the candidates labelled 1 (each user's test item)."""
     return candidates.loc[candidates[LABEL] == 1, [USER, ITEM]]
+
+
+def draw(
+    dataset: Dataset,
+    kind: Literal["dense", "sparse"],
+    n_users: int | None,
+    config: AgentCFConfig,
+    seed: int = 0,
+) -> tuple[Dataset, Subset, pd.DataFrame]:
+    """A subset's data, users and 1 + 9 test candidates, seeded by ``seed``.
+
+    On one of the paper's released CDs subsets (``cds-dense`` or ``cds-sparse``) the subset
+    of ``kind`` is the release of that kind: ``n_users`` drawn uniformly from its users,
+    windows as released (:func:`~recagents.papers.agentcf.released_agents.draw_released`);
+    a sparse subset of a ``cds-dense`` run comes from ``cds-sparse``. On any other data it
+    is re-made (:func:`~recagents.papers.agentcf.subsets.make_subset`). Candidates follow
+    :meth:`AgentCFConfig.pool_for`: the paper's lists on a release (shuffled with
+    ``config.seed``), else 9 negatives drawn with ``seed``.
+
+    Returns:
+        ``(data, subset, candidates)``: ``data`` is the release of ``kind`` on the CDs data,
+        else ``dataset``.
+    """
+    pool = config.pool_for(dataset)
+    if on_release(dataset):
+        dataset, subset = draw_released(kind, n_users, seed)
+    else:
+        subset = make_subset(dataset, kind, n_users, config.n_targets, seed=seed)
+    if pool == "released":
+        candidates = released_candidates(subset, kind, 9, seed=config.seed)
+    else:
+        candidates = subset_candidates(subset, dataset, 9, seed=seed, pool=pool)
+    return dataset, subset, candidates
 
 
 def train_agents(
@@ -129,12 +167,15 @@ def classic_rankings(
 ) -> dict[str, pd.DataFrame]:
     """The classic models' and Random's rankings of the candidates.
 
-    ``config.baselines`` are trained on the subset (with ``training``; none when the
-    negatives come from the whole dataset), ``config.full_data_baselines`` on every user's
-    data (with :data:`FULL_TRAINING`); every model is cached, so a rerun loads its weights.
+    ``config.baselines`` are trained on the subset (with ``training``; none when some
+    candidate is no item of the subset, e.g. negatives from the whole dataset or the paper's
+    lists on fewer users than the release), ``config.full_data_baselines`` on every user of
+    ``dataset`` (with :data:`FULL_TRAINING`; on a CDs release, its 100 users); every model is
+    cached, so a rerun loads its weights.
     """
     rankings = {}
-    sample = config.baselines if config.candidate_pool == "subset" else ()
+    covered = set(candidates[ITEM]) <= set(subset.windows[ITEM])
+    sample = config.baselines if covered else ()
     for name in sample:
         model = train_baseline(name, subset.split, training, MODEL_PARAMS.get(name), progress=False)
         rankings[f"{name} (same sample)"] = model.score(candidates, seed=config.sample_seed)
@@ -161,12 +202,12 @@ def run_subset(
 ) -> SubsetRun:
     """One subset's experiment: draw, train, rank with ``methods``, then the classic models.
 
-    The users (:func:`~recagents.papers.agentcf.subsets.make_subset`) and their candidates
-    (``config.candidate_pool``) are drawn with ``seed``; the agents are trained only when a
-    method of ``methods`` ranks with trained agents.
+    The users and their candidates are drawn with ``seed`` (:func:`draw`: on the CDs data
+    from the release of ``kind``); the agents are trained only when a method of ``methods``
+    ranks with trained agents.
 
     Args:
-        dataset: The dataset (titles, genres, user features).
+        dataset: The dataset (titles, genres, user features); on a CDs release, either one.
         kind: ``"dense"`` or ``"sparse"``.
         n_users: Users in the subset.
         config: Settings (without a ``domain``: the dataset's).
@@ -178,8 +219,7 @@ def run_subset(
         progress: Show a progress bar over training batches.
     """
     config = config.for_dataset(dataset)
-    subset = make_subset(dataset, kind, n_users, config.n_targets, seed=seed)
-    candidates = subset_candidates(subset, dataset, 9, seed=seed, pool=config.candidate_pool)
+    dataset, subset, candidates = draw(dataset, kind, n_users, config, seed)
     titles = item_titles(dataset)
     if not any(LLM_RANKERS[method][0] == "trained" for method in methods):
         config = dataclasses.replace(config, steps=0)
@@ -200,4 +240,6 @@ def run_subset(
         method: ranking_metrics(ranked, truth, ks=KS, metrics=("ndcg",))
         for method, ranked in rankings.items()
     }
-    return SubsetRun(subset, candidates, initial, pairs, trained, log, outcomes, rankings, per_user)
+    return SubsetRun(
+        dataset, subset, candidates, initial, pairs, trained, log, outcomes, rankings, per_user
+    )

@@ -1,10 +1,15 @@
-"""Memory quality apart from the ranker: one ranker, the same candidates, three sets of memories.
+"""The paper's released CDs data as AgentCF runs it, and memory quality apart from the ranker.
 
-Why: AgentCF's ranking quality mixes two things, the memories training wrote and the model
-that reads them at test time. The authors released the memories gpt-3.5 wrote on their CDs
-subsets (:mod:`recagents.data.released`), so we can hold the ranker fixed (our model, variant
-``B``) and swap only the memories: untrained (the first descriptions), the authors' trained
-ones, and ours. A difference between the rows is then the memories' doing, not the ranker's.
+On a released CDs subset the paper's subsets *are* the releases: :func:`draw_released` draws
+a run's users uniformly from a release, windows as released, and :func:`released_candidates`
+builds the paper's own test lists from the release's pre-drawn ``.random`` lists.
+
+Memory quality, why: AgentCF's ranking quality mixes two things, the memories training wrote
+and the model that reads them at test time. The authors released the memories gpt-3.5 wrote
+on their CDs subsets (:mod:`recagents.data.released`), so we can hold the ranker fixed (our
+model, variant ``B``) and swap only the memories: untrained (the first descriptions), the
+authors' trained ones, and ours. A difference between the rows is then the memories' doing,
+not the ranker's.
 
 The release holds every user agent's final memory (dense and sparse) but the item agents'
 description versions only for a sample (:func:`released_item_ids`; about 400 MB of the rest
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,7 +38,7 @@ from recagents import metrics
 from recagents.columns import ITEM, LABEL, USER
 from recagents.data import released, releases
 from recagents.data.atomic import DatasetError
-from recagents.data.datasets import Dataset, Split
+from recagents.data.datasets import POSITION, Dataset, Split
 from recagents.llm.runlog import RunLog
 from recagents.papers.agentcf.agents import AgentState, initial_state
 from recagents.papers.agentcf.config import AgentCFConfig
@@ -88,6 +94,83 @@ def restrict_subset(subset: Subset, users: Sequence[str]) -> Subset:
         name=f"{subset.split.name}-u{len(wanted)}-{digest}",
     )
     return Subset(name=subset.name, windows=only(subset.windows), split=split)
+
+
+def draw_released(variant: Variant, n_users: int | None, seed: int = 0) -> tuple[Dataset, Subset]:
+    """``n_users`` users drawn uniformly (seeded) from a CDs release, windows as released.
+
+    The paper's dense and sparse subsets are the two releases, so a smaller run draws from
+    the release instead of re-making a subset (a "dense" draw of the dense release would be
+    a dense subset of a dense subset). ``None`` or 100 or more: every released user.
+
+    Raises:
+        ValueError: ``n_users`` below 1.
+    """
+    dataset, subset = released_subset(variant)
+    if n_users is not None and n_users < 1:
+        raise ValueError(f"n_users must be positive, got {n_users}")
+    if n_users is None or n_users >= len(subset.users):
+        return dataset, subset
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(subset.users, n_users, replace=False)
+    return dataset, restrict_subset(subset, [str(user) for user in chosen])
+
+
+def released_random_lists(variant: Variant = "dense") -> dict[str, list[str]]:
+    """Each user's pre-drawn list of 100 items (``<subset>.random``), as released.
+
+    Raises:
+        DatasetError: A line that is not ``user<TAB>items``.
+    """
+    name = f"CDs-100-user-{variant}"
+    path = f"agentcf/dataset/{name}/{name}.random"
+    file = releases.fetch(released.AGENTCF_RELEASE, [path], progress=False) / path
+    lists = {}
+    for line, text in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        user, sep, items = text.strip().partition("\t")
+        if not sep or not items.split():
+            raise DatasetError(f"{file}: line {line} is not 'user<TAB>items'")
+        lists[user] = items.split()
+    return lists
+
+
+def released_candidates(
+    subset: Subset, variant: Variant, n_negatives: int = 9, seed: int = 2020
+) -> pd.DataFrame:
+    """The paper's test candidates: the test item and the first 9 of the user's ``.random``.
+
+    As the official code builds them: the test item is removed from the user's pre-drawn
+    list, the first ``n_negatives`` ids are kept (never filtered against the history: a
+    negative may be an item the user had), the test item is added and the 10 are shuffled.
+    The official shuffle draws from RecBole's global generator; ours is seeded per user
+    (``seed`` and the user id), so a user's list never depends on who else was drawn.
+
+    Returns:
+        ``[user_id, item_id, label, position]``, users sorted, rows in display order.
+
+    Raises:
+        DatasetError: A user without a released list, or one whose first ids repeat.
+    """
+    lists = released_random_lists(variant)
+    truth = subset.split.test.set_index(USER)[ITEM]
+    frames = []
+    for user in subset.users:
+        if user not in lists:
+            raise DatasetError(f"cds-{variant}: user {user} has no pre-drawn candidate list")
+        negatives = [item for item in lists[user] if item != truth[user]][:n_negatives]
+        if len(set(negatives)) != n_negatives:
+            raise DatasetError(
+                f"cds-{variant}: user {user}'s list has fewer than {n_negatives} distinct ids"
+            )
+        items = np.array([*negatives, truth[user]])
+        labels = np.r_[np.zeros(n_negatives, int), 1]
+        order = np.random.default_rng([seed, zlib.crc32(user.encode())]).permutation(len(items))
+        frames.append(
+            pd.DataFrame(
+                {USER: user, ITEM: items[order], LABEL: labels[order], POSITION: range(len(items))}
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
 def released_item_ids(variant: Variant = "dense") -> list[str]:

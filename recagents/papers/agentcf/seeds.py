@@ -2,10 +2,11 @@
 
 Why: the paper's claim that retrieval (B+R) helps over the self-description alone (B) is a
 difference of a few NDCG points, far below what one small sample of users can show. Each seed
-draws other users (:func:`~recagents.papers.agentcf.subsets.make_subset`) and other
-candidates, trains them, and ranks the *same* candidates with both variants, so the two are
-paired user by user; the differences of all seeds are pooled into one mean with a paired
-bootstrap interval and the paired minimum detectable effect.
+draws other users and their candidates (:func:`~recagents.papers.agentcf.pipeline.draw`: on
+the CDs data from the release, with the paper's lists), trains them, and ranks the *same*
+candidates with both variants, so the two are paired user by user; the differences of all
+seeds are pooled into one mean with a paired bootstrap interval and the paired minimum
+detectable effect.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The paper keeps 8 interactions per user (1 history-only prefix, 5 training targe
 1 test); :func:`make_subset` re-makes its dense and sparse samples on any dataset,
 :func:`subset_candidates` draws the 1 + 9 test candidates, and :func:`training_pairs` and
 :func:`schedule` pair each target with a popularity-weighted negative and batch the users
-round-robin, as the official code does. :func:`shared_subset` keeps the windows of given users,
+round-robin, as the official code does; :func:`candidates_in_history` counts the
+candidates a user already had. :func:`shared_subset` keeps the windows of given users,
 for candidates drawn elsewhere (the cross-paper comparison).
 """
 
@@ -224,6 +225,20 @@ def subset_candidates(
             f"{error}: the {subset.name} subset of {len(subset.users)} users is too small "
             f"for 1 + {n_negatives} candidates; use more users or pool='dataset'"
         ) from error
+
+
+def candidates_in_history(subset: Subset, candidates: pd.DataFrame) -> pd.Series:
+    """Per user, how many of their candidates are items they had before the test item.
+
+    Zero for lists drawn by :func:`subset_candidates` (they exclude the history); the paper's
+    released lists are not filtered (its code then scores such items -inf, so its list
+    shrinks; our rankers rank them like any other candidate).
+    """
+    before = subset.windows[subset.windows[SLOT] < subset.test_slot()]
+    seen = set(zip(before[USER], before[ITEM], strict=True))
+    pairs = zip(candidates[USER], candidates[ITEM], strict=True)
+    hits = [(user, item) in seen for user, item in pairs]
+    return pd.Series(hits, index=candidates.index).groupby(candidates[USER]).sum().astype(int)
 
 
 def shared_subset(
