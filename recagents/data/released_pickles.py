@@ -1,7 +1,7 @@
 """Allow-lists for the papers' released pickles: numpy object arrays, torch tensors, frames.
 
 :mod:`recagents.data.safepickle` admits plain numpy data. The released files hold more, and each
-kind gets guarded stand-ins here, added to :data:`recagents.data.safepickle.NUMPY_PLAIN`:
+kind gets guarded stand-ins here, added to :data:`recagents.data.numpy_pickle.NUMPY_PLAIN`:
 
 * :data:`OBJECT_ARRAYS`: numpy arrays of dtype ``object`` whose elements the pickle builds
   itself (lists, dicts, strings): ``np.save`` of a dict (AgentCF's ``saved/1000/*.npy``) is
@@ -41,10 +41,10 @@ import numpy as np
 import pandas as pd
 from numpy.lib import format as npy_format
 
-from recagents.data import safepickle
+from recagents.data import numpy_pickle, safepickle
 from recagents.data.safepickle import AllowList, LoadGuard, UnsafePickleError, brief
 
-_PLAIN_BUILD = dict(safepickle.NUMPY_PLAIN.builders)
+_PLAIN_BUILD = dict(numpy_pickle.NUMPY_PLAIN.builders)
 #: numpy's pickled state of its object dtype: version 3, no byte order, item size -1.
 _OBJECT_DTYPE_STATE = (3, "|", None, None, None, -1, -1, 63)
 _MAX_DIMS = 32
@@ -66,7 +66,7 @@ def _dims(guard: LoadGuard, what: str, shape: Any) -> tuple[int, ...]:
 
 
 def _object_dtype(guard: LoadGuard) -> Callable[..., np.dtype]:
-    plain = safepickle.NUMPY_PLAIN.globals[("numpy", "dtype")](guard)
+    plain = numpy_pickle.NUMPY_PLAIN.globals[("numpy", "dtype")](guard)
 
     def dtype(spec: Any, align: Any = False, copy: Any = True) -> np.dtype:
         if spec == "O8" and align is False and copy is True:
@@ -242,7 +242,7 @@ def load_npy_object(path: Path, allow: AllowList = OBJECT_ARRAYS) -> Any:
         if shape != () or not dtype.hasobject:
             raise UnsafePickleError(f"{path}: shape {shape} of {dtype}, not a 0-d object array")
         payload = safepickle.read_at_most(handle, safepickle.DEFAULT_MAX_BYTES)
-    array = _load_named(path, payload, safepickle.NUMPY_PLAIN | OBJECT_ARRAYS | allow)
+    array = _load_named(path, payload, numpy_pickle.NUMPY_PLAIN | OBJECT_ARRAYS | allow)
     if not (isinstance(array, np.ndarray) and array.shape == () and array.dtype.hasobject):
         raise UnsafePickleError(f"{path}: holds a {type(array).__name__}, not a 0-d object array")
     return array[()]
@@ -404,7 +404,7 @@ def load_frame(path: Path) -> pd.DataFrame:
     """
     with path.open("rb") as handle:
         data = safepickle.read_at_most(handle, safepickle.DEFAULT_MAX_BYTES)
-    allow = safepickle.NUMPY_PLAIN | OBJECT_ARRAYS | PANDAS_FRAMES
+    allow = numpy_pickle.NUMPY_PLAIN | OBJECT_ARRAYS | PANDAS_FRAMES
     frame = _load_named(path, _newobj_as_reduce(path, data), allow)
     if not isinstance(frame, _Frame) or frame.manager is None:
         raise UnsafePickleError(f"{path}: holds a {type(frame).__name__}, not a DataFrame")

@@ -12,7 +12,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from recagents.data import safepickle
+from recagents.data import numpy_pickle, safepickle
 
 # --------------------------------------------------------------------------- pickle builders
 
@@ -148,7 +148,7 @@ def test_crafted_dtype_states_are_refused():
 def test_shared_bytes_cannot_multiply_memory():
     # One memoized 100 kB buffer, byte-swapped so numpy copies it for each of 200 arrays:
     # 20 MB from a 100 kB file.
-    reconstruct = safepickle._RECONSTRUCT
+    reconstruct = numpy_pickle._RECONSTRUCT
     raw = bytes(100_000)
     dtype = np.dtype(">i4")
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from recagents.columns import GENRES, ITEM, TITLE, USER, YEAR
-from recagents.data import released, releases, safepickle
+from recagents.data import numpy_pickle, released, releases, safepickle
 from recagents.papers.agent4rec.frames import (
     EXPOSURE_COLUMNS,
     SESSION_COLUMNS,
@@ -60,7 +60,7 @@ def load_official_pickle(path: str | Path, plain: bool = False) -> Any:
         recagents.data.safepickle.UnsafePickleError: The file asks for something the
             allow-list refuses; the message names the file and the global.
     """
-    obj = safepickle.load(path, allow=safepickle.NUMPY_PLAIN)
+    obj = safepickle.load(path, allow=numpy_pickle.NUMPY_PLAIN)
     return _to_plain(obj) if plain else obj
 
 
