@@ -17,6 +17,7 @@ Importing this module has no side effects: the theme is applied only when asked 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,14 +146,77 @@ def savefig(fig: Figure, name: str, dpi: int = 150) -> Path:
     if os.environ.get(SAVEFIG_ENV, "1").strip() == "0":
         return _resolve_figures_dir() / f"{name}.png"
     path = figures_dir() / f"{name}.png"
-    fig.savefig(
-        path,
-        format="png",
-        dpi=dpi,
-        bbox_inches="tight",
-        metadata=dict(_REPRODUCIBLE_PNG_METADATA),
-    )
+    metadata = dict(_REPRODUCIBLE_PNG_METADATA)
+    metadata[FLAT_PANELS_KEY] = json.dumps(flat_panels(fig))
+    fig.savefig(path, format="png", dpi=dpi, bbox_inches="tight", metadata=metadata)
     return path
+
+
+#: The markers matplotlib's errorbar draws its caps with.
+_CAP_MARKERS = ("_", "|")
+
+#: PNG text key under which :func:`savefig` lists the figure's flat panels (see flat_panels).
+FLAT_PANELS_KEY = "recagents:flat-panels"
+
+
+def _panel_points(ax: Axes) -> list[tuple[float, float]]:
+    """The data points a panel draws: its data-space lines, markers and bars (not axhlines)."""
+    import numpy as np
+    from matplotlib.collections import PathCollection
+    from matplotlib.patches import Rectangle
+
+    points: list[tuple[float, float]] = []
+    for line in ax.get_lines():
+        if line.get_transform() != ax.transData:  # axhline/axvline: a reference, not data
+            continue
+        if line.get_marker() in _CAP_MARKERS and line.get_linestyle() in ("None", ""):
+            continue  # an error bar's caps: the interval, not the estimate
+        xs, ys = (np.asarray(v, dtype=float).ravel() for v in line.get_data())
+        points += [(x, y) for x, y in zip(xs, ys, strict=False)]
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection):
+            offsets = np.asarray(collection.get_offsets(), dtype=float).reshape(-1, 2)
+            points += [(float(x), float(y)) for x, y in offsets]
+    for patch in ax.patches:
+        if isinstance(patch, Rectangle) and patch.get_data_transform() == ax.transData:
+            x, y = patch.get_xy()
+            points.append((x + patch.get_width(), y + patch.get_height()))
+    return [(x, y) for x, y in points if np.isfinite(x) and np.isfinite(y)]
+
+
+def flat_panels(fig: Figure) -> list[dict[str, Any]]:
+    """The panels of ``fig`` whose data show no difference, and whether they say so.
+
+    A panel is flat when it carries a note of :func:`note_if_degenerate` (or any text with its
+    gid, which only a degenerate panel gets), or when it draws two or more data points that
+    all share one value on the axis along which the others vary (every y equal while x
+    varies, or the reverse), e.g. a curve of equal values or equal estimates across methods.
+    Reference lines drawn across the panel and error-bar caps are not data. ``noted`` tells
+    whether the panel says on its face why it is flat (it carries such a note).
+    """
+    import numpy as np
+
+    found = []
+    for index, ax in enumerate(fig.get_axes()):
+        noted = any(text.get_gid() == NOTE_GID for text in ax.texts)
+        points = _panel_points(ax)
+        flat = False
+        if len(points) >= 2:
+            xs, ys = np.array(points).T
+            equal = [bool(np.ptp(v) <= 1e-9 * max(1.0, float(np.abs(v).max()))) for v in (xs, ys)]
+            flat = equal[0] != equal[1]
+        if flat or noted:
+            found.append({"panel": ax.get_title() or f"panel {index + 1}", "noted": noted})
+    return found
+
+
+def read_flat_panels(path: str | os.PathLike[str]) -> list[dict[str, Any]] | None:
+    """The flat-panel list a PNG written by :func:`savefig` carries (None: not recorded)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        text = image.text.get(FLAT_PANELS_KEY) if hasattr(image, "text") else None
+    return None if text is None else list(json.loads(text))
 
 
 def dataset_overview(dataset: Dataset) -> Figure:
@@ -320,6 +384,7 @@ def note_if_degenerate(
     scale: tuple[float, float] | str | None = None,
     include: Sequence[float] = (),
     count: int | None = None,
+    why: str | None = None,
 ) -> str | None:
     """Say so on the panel when all its values are equal, and pin the axis instead of zooming.
 
@@ -329,7 +394,9 @@ def note_if_degenerate(
     the side away from the data, and ``axis`` is pinned to ``scale`` (a metric name or
     ``(low, high)``), else to a range around the value (0-1 for a value in it), widened to
     ``include`` (e.g. reference values). An empty panel gets "no values to show". ``count``
-    is the number the note names (default: the number of values).
+    is the number the note names (default: the number of values). ``why`` is appended to the
+    note: the reason the values are equal (e.g. "every agent left on page 1"), so that a
+    flat panel explains itself.
 
     Returns:
         The note written, or None when the panel is not degenerate (nothing is changed).
@@ -351,6 +418,8 @@ def note_if_degenerate(
             if value == 0
             else f"all {n} {what} are {value:.3g} — no difference to show"
         )
+    if why:
+        note = f"{note}: {why}"
     low, high = resolve_scale(scale) or _range_around(value)
     extra = [float(v) for v in include if np.isfinite(v)]
     low, high = min([low, *extra]), max([high, *extra])

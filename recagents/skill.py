@@ -145,7 +145,7 @@ def describe_sweep(
     ordered = frame.sort_values("skill")
     first, last = ordered.iloc[0], ordered.iloc[-1]
     parts = [
-        f"{what.capitalize()} goes from "
+        f"{what[:1].upper() + what[1:]} goes from "
         f"{_interval_text(first.estimate, first.low, first.high, int(first.n))} at skill "
         f"{first.skill:g} to {_interval_text(last.estimate, last.low, last.high, int(last.n))} "
         f"at skill {last.skill:g}."
@@ -175,7 +175,8 @@ def describe_sweep(
         )
     for label, value in (reference or {}).items():
         parts.append(
-            f"{label} reaches {_fmt(value)}, which the scripted policy matches near skill "
+            f"{label[:1].upper() + label[1:]} reaches {_fmt(value)}, which the scripted "
+            f"policy matches near skill "
             f"{_nearest_skill(ordered, value):g}."
         )
     return " ".join(parts)

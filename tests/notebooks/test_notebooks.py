@@ -363,6 +363,38 @@ def test_05_rec4agentverse(smoke_records):
     assert records["calls"] > 0 and records["prompt_tokens"] > records["completion_tokens"] > 0
 
 
+PAPER_NOTEBOOKS = ("01_agentcf", "02_agent4rec", "03_afl", "04_interecagent", "05_rec4agentverse")
+
+
+@pytest.mark.parametrize("name", PAPER_NOTEBOOKS)
+def test_every_paper_notebook_sweeps_skill_and_counts_the_models_failures(smoke_records, name):
+    """Issue #38: a skill sweep (0 to 1, intervals over units) and the failure-mode counts."""
+    records = smoke_records[name]
+    sweeps = {
+        key: value
+        for key, value in records.items()
+        if key.startswith("mechanism/") and isinstance(value, dict) and "rows" in value
+    }
+    assert sweeps, f"{name} records no skill sweep (mechanism/...)"
+    for key, sweep in sweeps.items():
+        skills = [row["skill"] for row in sweep["rows"]]
+        assert skills[0] == 0.0 and skills[-1] == 1.0, f"{key}: skills {skills}"
+        for row in sweep["rows"]:
+            assert row["low"] - 1e-9 <= row["estimate"] <= row["high"] + 1e-9, f"{key}: {row}"
+            assert row["n"] >= 1
+    reports = {
+        key: value
+        for key, value in records.items()
+        if key.startswith("failures/") and isinstance(value, dict) and "modes" in value
+    }
+    assert reports, f"{name} records no failure modes (failures/...)"
+    for key, report in reports.items():
+        assert report["n"] >= 1 and 0 <= report["clean"] <= report["n"], key
+        for mode, seen in report["modes"].items():
+            assert 0 <= seen["count"] <= report["n"], f"{key}/{mode}"
+            assert bool(seen["example"]) == (seen["count"] > 0), f"{key}/{mode}: example"
+
+
 def test_06_cross_paper(smoke_records):
     records = smoke_records["06_cross_paper"]
     assert records["profile"] == "smoke" and records["n_users"] == 2

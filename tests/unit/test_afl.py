@@ -36,6 +36,7 @@ from recagents.papers.afl.analysis import (  # noqa: E402
     bias_tests,
     chosen_items,
     dialogue_trace,
+    identical_choices,
     rounds_curve_figure,
 )
 from recagents.papers.afl.config import STOPS, AFLConfig  # noqa: E402
@@ -794,6 +795,17 @@ def test_bias_tests_detect_position_bias_and_not_identical_methods():
     tests = bias_tests(measures, loop="AFL", single="Rec Agent", n_boot=200)
     assert not tests["amplifies"].any()
     assert (tests["diff"] == 0).all()
+    assert identical_choices(measures) == [
+        f"AFL and Rec Agent chose the same item in all {len(samples)} samples (they coincide)"
+    ]
+    fig = bias_figure(measures, n_candidates=10, title="bias")
+    try:
+        assert "AFL and Rec Agent chose the same item" in fig._suptitle.get_text()
+    finally:
+        plt.close(fig)
+    differ = bias_measures(chosen_items(samples, {"AFL": loop, "Rec Agent": single}), popularity,
+                           n_items=len(popularity))  # fmt: skip
+    assert not any("AFL and Rec Agent" in note for note in identical_choices(differ))
 
 
 def test_bias_and_rounds_figures():

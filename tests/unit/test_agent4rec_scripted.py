@@ -154,24 +154,6 @@ def test_later_prompts_carry_recalled_memories():
     assert counts[0] == 2 and counts[1:] == [3, 3, 3], "memory_top_k caps the recalled memories"
 
 
-def test_exit_page_figure_draws_every_run_and_the_recorded_mean():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from recagents.papers.agent4rec.scripted import exit_page_figure
-
-    ours = pd.DataFrame({"exit_page": [3, 3]})
-    recorded = pd.DataFrame({"exit_page": [1, 5, 3, 4]})
-    fig = exit_page_figure({"scripted": ours}, recorded=recorded, max_pages=5)
-    ax = fig.axes[0]
-    assert len(ax.containers) == 2, "one bar group per run"
-    assert [line.get_gid() for line in ax.lines] == ["reference:recorded"]
-    assert ax.lines[0].get_xdata()[0] == 3.25
-    plt.close(fig)
-
-
 # --------------------------------------------------------------------------- the entry
 
 

@@ -278,15 +278,10 @@ def test_paper_figures_flag_flat_panels():
     import pandas as pd
 
     from recagents.papers.afl.analysis import rounds_curve_figure
-    from recagents.papers.agentcf.analysis import learning_figure
-    from recagents.papers.agentcf.config import STEP
     from recagents.papers.rec4agentverse.analysis import stage_figure
 
     curve = pd.DataFrame({"limit": [1, 2, 3], "mean": 0.0, "low": 0.0, "high": 0.0})
     figures = [rounds_curve_figure(curve, {"SASRec": 0.3}, paper={"paper AFL": 0.377})]
-    learning = pd.DataFrame({STEP: [0, 0], "round": [0, 1], "accuracy": [0.0, 0.0], "subset": "d"})
-    probe = pd.DataFrame({"subset": ["d"], "order": ["pos_first"], "accuracy": [1.0]})
-    figures.append(learning_figure(learning, probe, paper=0.95))
     comparison = pd.DataFrame(
         {"stage": [1, 2, 1, 2], "mode": "llm", "metric": ["hit", "hit", "pref_share", "pref_share"],
          "mean": [0.0, 0.0, 0.2, 0.6], "low": [0.0, 0.0, 0.1, 0.4], "high": [0.0, 0.0, 0.3, 0.8]}
@@ -296,11 +291,7 @@ def test_paper_figures_flag_flat_panels():
         assert _notes(figures[0]) == ["every value is 0 (3 round limits)"]
         labels = figures[0].axes[0].get_legend_handles_labels()[1]
         assert "paper AFL: 0.377" in labels and figures[0].axes[0].get_ylim()[1] >= 1.0
-        assert (
-            _notes(figures[1])
-            and "paper re-test: 0.95" in figures[1].axes[0].get_legend_handles_labels()[1]
-        )
-        hit, share = figures[2].axes[:2]
+        hit, share = figures[1].axes[:2]
         assert [t.get_gid() for t in hit.texts] == [plotting.NOTE_GID] and not share.texts
         assert share.get_ylim()[0] < 0.0 and share.get_ylim()[1] > 1.0, "shares on 0-1"
         never = pd.DataFrame(
@@ -308,7 +299,7 @@ def test_paper_figures_flag_flat_panels():
              "mean": [2.6, 1.5], "low": [2.0, 1.0], "high": [3.0, 2.0]}
         )  # fmt: skip
         figures.append(stage_figure(never, max_turns=2))  # 3 = never satisfied within 2 turns
-        low, high = figures[3].axes[0].get_ylim()
+        low, high = figures[2].axes[0].get_ylim()
         assert low < 1.0 and high > 3.0, "turns from 1 to max_turns + 1 stay on the axis"
     finally:
         for figure in figures:

@@ -59,7 +59,7 @@ def test_description_is_made_from_the_numbers():
         reference={"authors' run": 0.8},
     )  # fmt: skip
     assert f"{frame['estimate'].iloc[0]:.3g}" in text
-    assert "no spread at n = 8" in text and "authors' run reaches 0.8" in text
+    assert "no spread at n = 8" in text and "Authors' run reaches 0.8" in text
     flat = skill.sweep(lambda level: np.full(5, 0.5))
     assert "cannot show the effect" in skill.describe_sweep(flat, "hit rate", null=0.5)
 

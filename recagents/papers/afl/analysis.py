@@ -113,7 +113,8 @@ def bias_figure(measures: pd.DataFrame, n_candidates: int, title: str = "") -> A
     """Two panels: popularity percentile of the chosen items, and their display positions.
 
     The percentile axis is the full 0-100; if every chosen item has the same percentile the
-    panel says so.
+    panel says so. Methods that chose the same item for every sample (the loop when every
+    dialogue ends in round 1) draw coinciding boxes and bars; the title then names them.
     """
     import matplotlib.pyplot as plt
 
@@ -140,10 +141,29 @@ def bias_figure(measures: pd.DataFrame, n_candidates: int, title: str = "") -> A
     right.set_xticks(positions)
     right.set_title("Position bias")
     right.legend(fontsize=8)
+    same = identical_choices(measures)
+    if same:
+        title = f"{title}\n" if title else ""
+        title += "; ".join(same)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def identical_choices(measures: pd.DataFrame) -> list[str]:
+    """Notes for pairs of methods that chose the same item for every sample (none: empty)."""
+    chosen = {
+        method: dict(zip(group[USER], group[ITEM], strict=True))
+        for method, group in measures.groupby("method", sort=False)
+    }
+    names = list(chosen)
+    return [
+        f"{a} and {b} chose the same item in all {len(chosen[a])} samples (they coincide)"
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if chosen[a] == chosen[b]
+    ]
 
 
 def rounds_curve_figure(
@@ -154,6 +174,7 @@ def rounds_curve_figure(
     scale: tuple[float, float] | None = (0.0, 1.0),
     label: str = "AFL (round limit)",
     title: str = "HR@1 by round limit (95% CI)",
+    why_flat: str = "",
 ) -> Any:
     """HR@1 against the round limit, with intervals, and horizontal reference lines.
 
@@ -171,6 +192,8 @@ def rounds_curve_figure(
         scale: The HR@1 axis range; None autoscales.
         label: The curve's legend entry (say "scripted" for a scripted user agent).
         title: The figure's title.
+        why_flat: Why the curve may be the same at every limit (e.g. "24 of 24 dialogues
+            ended in round 1"), added to the note only when it is.
     """
     import matplotlib.pyplot as plt
 
@@ -201,6 +224,7 @@ def rounds_curve_figure(
         mean, low, high = values[0]
         note = (f"the same HR@1 at every round limit, {mean:.3g} [{low:.3g}, {high:.3g}]: "
                 "no extra round changed a hit")  # fmt: skip
+        note += f" ({why_flat})" if why_flat else ""
         place_note(ax, note, float(mean), ax.get_ylim(), "y")
     integer_axis(ax, "x")
     ax.set_xticks(x)

@@ -290,6 +290,17 @@ _MEASURE_TITLES = {
 _COUNT_MEASURES = ("exit_page", "n_watched", "n_genres_watched")
 
 
+def _why_equal(behaviour: pd.DataFrame, measure: str) -> str | None:
+    """Why a trait panel is flat, when its measure has one value over every session."""
+    values = behaviour[measure].dropna().unique()
+    if len(values) != 1:
+        return None
+    what = _MEASURE_TITLES[measure]
+    return (
+        f"every one of the {len(behaviour)} sessions has {what} {values[0]:g}, whatever the trait"
+    )
+
+
 def _trait_panel(
     ax: Any,
     behaviour: pd.DataFrame,
@@ -362,7 +373,10 @@ def trait_figure(
         ax.set_xticks([1, 2, 3])
         if measure in _COUNT_MEASURES:
             integer_axis(ax, "y")
-        note_if_degenerate(ax, drawn, "values", include=reference, count=len(drawn) // 3)
+        note_if_degenerate(
+            ax, drawn, "values", include=reference, count=len(drawn) // 3,
+            why=_why_equal(behaviour, measure),
+        )  # fmt: skip
         title = f"{trait}: {_MEASURE_TITLES[measure]}"
         ax.set(title=title, xlabel=f"{trait} level", ylabel=_MEASURE_LABELS[measure])
     if recommenders != [None] or recorded:

@@ -6,7 +6,6 @@ Everything here reads a finished run's event log or result tables; nothing calls
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
@@ -183,56 +182,3 @@ def paper_side_by_side(
             paper.append("not reported")
     table["paper N@1 / N@5 / N@10 (gpt-3.5)"] = paper
     return table
-
-
-def learning_figure(
-    learning: pd.DataFrame,
-    probe: pd.DataFrame,
-    paper: float | None = None,
-    paper_label: str = "paper re-test",
-) -> Any:
-    """Pairwise accuracy over training (per step and round) and at the re-test, per order.
-
-    The axis is fixed at 0-1 with chance at 0.5; a training curve that is the same at every
-    step (e.g. 0 throughout) says so on the figure, and ``paper`` (the paper's re-test
-    accuracy) is drawn on the same axis.
-
-    Args:
-        learning: :func:`forward_accuracy` rows with a ``subset`` column.
-        probe: :func:`probe_summary` rows with a ``subset`` column.
-        paper: The paper's re-test accuracy (e.g. ``0.95``), drawn as a reference line.
-        paper_label: Legend label of that line.
-    """
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from recagents.plotting import fixed_scale, note_if_degenerate, reference_line
-
-    subsets = list(dict.fromkeys([*learning.get("subset", []), *probe.get("subset", [])]))
-    colors = dict(zip(subsets, sns.color_palette("colorblind", len(subsets)), strict=True))
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    labels: list[str] = []
-    for subset in subsets:
-        part = learning[learning["subset"] == subset].sort_values([STEP, "round"])
-        labels = [
-            f"step {s + 1}\nround {r}" for s, r in zip(part[STEP], part["round"], strict=True)
-        ]
-        ax.plot(range(len(part)), part["accuracy"], marker="o", color=colors[subset],
-                label=f"{subset}: during training")  # fmt: skip
-    x_retest = len(labels)
-    markers = {"neg_first": "v", "pos_first": "^"}
-    for row in probe.to_dict("records"):
-        label = f"{row['subset']}: re-test, {row['order']}"
-        ax.scatter(x_retest, row["accuracy"], marker=markers.get(row["order"], "s"), s=60,
-                   color=colors[row["subset"]], label=label)  # fmt: skip
-    reference_line(ax, 0.5, "chance", style="baseline")
-    if paper is not None:
-        reference_line(ax, paper, paper_label, style="paper")
-    fixed_scale(ax, 0.0, 1.0)
-    values = learning["accuracy"] if "accuracy" in learning else []
-    note_if_degenerate(ax, values, "training accuracies", scale=(0.0, 1.0))
-    ax.set_xticks(range(x_retest + 1), [*labels, "after\ntraining"])
-    ax.set(ylabel="pairwise accuracy", title="Choosing the real item over a negative")
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    return fig

@@ -1,14 +1,15 @@
 """Reading a run: the stage comparison table and figure, exposure counts, message traces.
 
 :func:`stage_comparison` (means with bootstrap intervals per stage and mode),
-:func:`stage_figure`, :func:`exposure_summary` (which consented fields crossed which
-boundary) and :func:`session_trace` (one session as readable text) for the notebook.
+:func:`stage_figure`, :func:`describe_hits` (why Hit@k is what it is, from the run's
+shortlists), :func:`exposure_summary` (which consented fields crossed which boundary) and
+:func:`session_trace` (one session as readable text) for the notebook.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,8 +17,11 @@ import pandas as pd
 
 from recagents.columns import USER
 from recagents.metrics import bootstrap_ci
+from recagents.papers.rec4agentverse.catalogue import Catalogue
 from recagents.papers.rec4agentverse.config import METRICS, STAGES
+from recagents.papers.rec4agentverse.evaluate import preference_share
 from recagents.papers.rec4agentverse.session import SessionRun
+from recagents.papers.rec4agentverse.users import SimUser
 
 
 def stage_comparison(
@@ -82,12 +86,24 @@ _METRIC_SCALES: dict[str, tuple[float, float]] = {
 }
 
 
-def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | None = None) -> Any:
+def mode_label(mode: Any) -> str:
+    """How a run's ``mode`` is named on figures and in sentences (the template as a baseline)."""
+    return {"llm": "LLM", "template": "template (baseline)"}.get(str(mode), str(mode))
+
+
+def stage_figure(
+    comparison: pd.DataFrame,
+    title: str = "",
+    max_turns: int | None = None,
+    why_flat: Mapping[str, str] | None = None,
+) -> Any:
     """One small panel per metric: mean and 95% interval by stage, one line per mode.
 
     Share metrics are drawn on their full 0-1 scale and ``turns_needed`` from 1 (to
     ``max_turns + 1``, "never satisfied", when given), with whole-number ticks; a panel whose
-    values are all equal (e.g. no hit at any stage) says so instead of zooming on a flat line.
+    values are all equal (e.g. no hit at any stage) says so instead of zooming on a flat line,
+    adding ``why_flat[metric]`` when given (e.g. :func:`hit_reason`). Scripted modes (names
+    starting ``scripted``) are dashed: rules, never a model's output.
     """
     import matplotlib.pyplot as plt
 
@@ -108,15 +124,18 @@ def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | Non
             x = line["stage"].to_numpy(float) + (k - (len(modes) - 1) / 2) * 0.08
             y = line["mean"].to_numpy(float)
             err = [y - line["low"].to_numpy(float), line["high"].to_numpy(float) - y]
-            label = {"template": "template (baseline)"}.get(str(mode), str(mode))
-            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
+            dashed = str(mode).startswith("scripted")
+            ax.errorbar(x, y, yerr=err, marker="s" if dashed else "o", capsize=3,
+                        linestyle="--" if dashed else "-", label=mode_label(mode))  # fmt: skip
         scale = scales.get(metric)
         if scale is not None:
             fixed_scale(ax, *scale)
         if metric == "turns_needed":
             integer_axis(ax, "y")
         values = part[["mean", "low", "high"]].to_numpy(float)
-        note_if_degenerate(ax, values, "values", scale=scale, count=len(part))
+        why = (why_flat or {}).get(metric)
+        what = f"values; {why}" if why else "values"
+        note_if_degenerate(ax, values, what, scale=scale, count=len(part))
         ax.set_title(_METRIC_LABELS.get(metric, metric), fontsize=10)
         ax.set_xticks(list(STAGES))
         ax.set_xlabel("stage")
@@ -133,6 +152,115 @@ def stage_figure(comparison: pd.DataFrame, title: str = "", max_turns: int | Non
         where = {"loc": "upper right", "ncol": len(labels)}
     fig.legend(handles, labels, title="mode", fontsize=10, bbox_transform=fig.transFigure, **where)
     return fig
+
+
+def held_out_reach(turns: pd.DataFrame, users: Sequence[SimUser]) -> pd.DataFrame:
+    """Per mode: how many turns' shortlists (the films the agent chose from) held a held-out film.
+
+    Hit@k can only count a film the agent could pick, so this bounds it from the run itself.
+
+    Returns:
+        ``[mode, turns, with_held_out]``, modes in order of appearance.
+    """
+    targets = {u.user_id: set(u.targets) for u in users}
+    rows = turns[[USER, "shortlist"]].to_dict("records")
+    held = [bool(targets.get(str(r[USER]), set()) & set(r["shortlist"])) for r in rows]
+    frame = turns.assign(held_out=held)
+    table = frame.groupby("mode", sort=False)["held_out"].agg(turns="size", with_held_out="sum")
+    return table.reset_index()
+
+
+def targets_fitting_taste(users: Sequence[SimUser], catalogue: Catalogue) -> tuple[int, int]:
+    """How many held-out films fit their user's hidden taste (a favourite genre and the era).
+
+    Returns:
+        ``(fitting, total)`` over every user's targets.
+    """
+    fits = [
+        preference_share([t], u.favourite_genres, u.era, catalogue.genres, catalogue.years, 1)
+        for u in users
+        for t in u.targets
+    ]
+    return int(sum(fits)), len(fits)
+
+
+def hit_reason(turns: pd.DataFrame, users: Sequence[SimUser]) -> str:
+    """A short reason for a Hit@k panel: shortlists that held a held-out film, over all turns."""
+    reach = held_out_reach(turns, users)
+    return (
+        f"a held-out film was on {int(reach['with_held_out'].sum())} of "
+        f"{int(reach['turns'].sum())} shortlists"
+    )
+
+
+def describe_hits(
+    comparison: pd.DataFrame,
+    turns: pd.DataFrame,
+    users: Sequence[SimUser],
+    catalogue: Catalogue,
+) -> str:
+    """Why Hit@k is what it is, in sentences made from the run's numbers.
+
+    Args:
+        comparison: :func:`stage_comparison` rows (any modes, e.g. with a scripted one).
+        turns: ``SessionRun.turns`` of the runs whose shortlists are counted.
+        users: The simulated users (their targets and hidden tastes).
+        catalogue: The agent items (film genres and years).
+    """
+    hits = comparison[comparison["metric"] == "hit"].sort_values("stage", kind="stable")
+    hits = hits.reset_index(drop=True)
+    modes = list(dict.fromkeys(hits["mode"]))
+    per_mode = []
+    for mode in modes:
+        rows = hits[hits["mode"] == mode]
+        values = ", ".join(
+            f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
+            for m, lo, hi in rows[["mean", "low", "high"]].to_numpy(float)
+        )
+        per_mode.append(f"{mode_label(mode)} {values}")
+    stages = ", ".join(str(s) for s in dict.fromkeys(hits["stage"]))
+    parts = [f"**Hit@k** (a held-out film among the final films) at stages {stages}: "
+             + "; ".join(per_mode) + "."]  # fmt: skip
+    reach = held_out_reach(turns, users)
+    parts.append(
+        "A held-out film was among the films the agent chose from in "
+        + " and ".join(
+            f"{int(r.with_held_out)} of the {int(r.turns)} turns of the {mode_label(r.mode)}"
+            for r in reach.itertuples(index=False)
+        )
+        + "."
+    )
+    fitting, total = targets_fitting_taste(users, catalogue)
+    parts.append(
+        f"{fitting} of the {total} held-out films fit their user's hidden taste (a favourite "
+        "genre and the era), the signal the stages pass on."
+    )
+    if len(reach) and int(reach["with_held_out"].sum()) == 0:
+        parts.append(
+            "With no held-out film on any of these shortlists, no final list of these runs "
+            "could contain one: their Hit@k of 0 is set by what the agents had to choose "
+            "from, not by the stages."
+        )
+    best = hits.loc[hits.groupby("mode", sort=False)["mean"].idxmax()].set_index("mode")
+    scripted = [m for m in modes if str(m).startswith("scripted")]
+    others = [m for m in modes if m not in scripted]
+    for mode in scripted:
+        beaten = [m for m in others if best.at[mode, "mean"] > best.at[m, "mean"]]
+        if not beaten:
+            continue
+        top = best.loc[mode]
+        sentence = (
+            f"The run labelled \u201c{mode_label(mode)}\u201d hit a held-out film more often "
+            f"(at best {top['mean']:.2f} [{top['low']:.2f}, {top['high']:.2f}], stage "
+            f"{top['stage']}) than the "
+            + " and the ".join(mode_label(m) for m in beaten)
+            + f" (at best {max(best.at[m, 'mean'] for m in beaten):.2f})"
+        )
+        if "template" in beaten and best.at["template", "mean"] == 0:
+            # the template follows the hidden taste at full skill, and hit nothing
+            sentence += ": here Hit@k does not reward following the hidden taste"
+        parts.append(sentence + ".")
+    return " ".join(parts)
 
 
 def exposure_summary(exposure: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,7 @@ schema-checked channel, and records where the recommender routes the user;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,18 @@ from recagents.papers.rec4agentverse.users import SimUser
 
 # --------------------------------------------------------------------------- manipulation
 
+#: What the adversary reports in the attack condition, given the user and the channel.
+Attack = Callable[[SimUser, str], Any]
+
+
+def strongest_attack(catalogue: Catalogue) -> Attack:
+    """The default attack: the adversary's :func:`adversarial_report` for every user."""
+    adversary = catalogue.adversary
+    if adversary is None:
+        raise ValueError("the catalogue has no adversarial agent (build it with_adversary)")
+    card = catalogue.card(adversary)
+    return lambda user, mode: adversarial_report(card, mode)  # type: ignore[arg-type]
+
 
 def manipulation_experiment(
     users: Sequence[SimUser],
@@ -54,6 +66,7 @@ def manipulation_experiment(
     client: LLMClient | None = None,
     log: RunLog | None = None,
     modes: Sequence[str] = ("free_text", "schema"),
+    attack: Attack | None = None,
 ) -> pd.DataFrame:
     """Can an agent item talk the recommender into routing users to it?
 
@@ -72,6 +85,9 @@ def manipulation_experiment(
         client: The LLM client (needed for the LLM recommender).
         log: Receives the calls (phase ``{config.phase} manipulation``).
         modes: The channels to test.
+        attack: What the adversary sends in the attack condition, per user and channel
+            (default :func:`adversarial_report`, its strongest attack; a scripted attacker
+            of weaker strength is :func:`recagents.papers.rec4agentverse.scripted.attacker`).
 
     Returns:
         One row per decision: ``[user_id, mode, condition, recommender, chosen,
@@ -87,8 +103,12 @@ def manipulation_experiment(
         if mode not in ("schema", "free_text"):
             raise ValueError(f"unknown mode {mode!r}; use 'schema' and/or 'free_text'")
     log = log if log is not None else RunLog()
+    attack = attack if attack is not None else strongest_attack(catalogue)
     cases = [
-        case for mode in modes for user in users for case in _cases(user, mode, catalogue, config)
+        case
+        for mode in modes
+        for user in users
+        for case in _cases(user, mode, catalogue, config, attack)
     ]
     if config.recommender == "llm":
         assert client is not None
@@ -114,7 +134,9 @@ class _Case:
     rendered: str | None
 
 
-def _cases(user: SimUser, mode: str, catalogue: Catalogue, config: Rec4AConfig) -> list[_Case]:
+def _cases(
+    user: SimUser, mode: str, catalogue: Catalogue, config: Rec4AConfig, attack: Attack
+) -> list[_Case]:
     """The user's attack and honest cases in ``mode``, after one unsatisfying turn.
 
     The profile so far comes from the template opening; the report updates it as the
@@ -126,7 +148,7 @@ def _cases(user: SimUser, mode: str, catalogue: Catalogue, config: Rec4AConfig) 
     cases = []
     for condition in ("attack", "honest"):
         if condition == "attack":
-            sent = adversarial_report(catalogue.card(adversary), mode)  # type: ignore[arg-type]
+            sent = attack(user, mode)
         else:
             sent = honest_report(adversary, user)
         evidence, rendered = _receive(sent, mode, catalogue, config.share_fields)
