@@ -70,7 +70,7 @@ define REPLY_EXPORT
 endef
 
 .PHONY: setup setup-server reproduce report smoke test test-fast lint strip clean help \
-  check-published FORCE
+  check-published lab setup-browser FORCE
 .DEFAULT_GOAL := help
 
 help:  ## list the commands
@@ -87,6 +87,25 @@ $(STAMP): pyproject.toml $(RUNTIME_BUILD)
 	$(BIN)/python -m pip install --quiet -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+
+# JupyterLab on notebooks/, its kernel the project's .venv (the server's own Python), so every
+# notebook imports recagents and starts the embedded model on its first call. LAB_ARGS passes
+# options through, e.g. `make lab LAB_ARGS="--no-browser --port 8890"`; as root (a container)
+# it adds --allow-root, which JupyterLab otherwise asks for.
+LAB_ARGS ?=
+lab: $(STAMP)  ## open the notebooks in JupyterLab with the project's environment as the kernel
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) \
+	  $(LAB_ARGS)
+
+# Headless Chromium and its driver from Debian's packages, for the browser test of the
+# published pages (tests/integration/test_pages_browser.py); CI runs it before `make test`.
+setup-browser:  ## install Debian's chromium and chromium-driver (root), for the pages' browser test
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+	  echo "chromium and chromedriver are installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    chromium chromium-driver >/dev/null && echo "installed chromium and chromium-driver"; \
+	else echo "run as root, or: sudo apt-get install chromium chromium-driver" >&2; exit 1; fi
 
 setup-server: $(STAMP)  ## (re)build llama.cpp's llama-server, the default runtime (setup does it)
 	$(BIN)/python $(RUNTIME_BUILD) install --server

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from statistics import NormalDist
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -325,10 +325,12 @@ def paired_bootstrap(
 
     With per-user differences ``d_i = a_i - b_i`` and mean ``d = (1/n) sum_i d_i``, users
     are resampled jointly (so the pairing is kept) giving bootstrap means ``d_b``. The CI is
-    the percentile interval of ``{d_b}``. The two-sided p-value for ``H0: E[d] = 0`` uses
-    the null-centred bootstrap distribution (Efron & Tibshirani, 1993, sec. 16.4):
-    ``p = (1 + #{b : |d_b - d| >= |d|}) / (n_boot + 1)``. Identical inputs give ``d = 0``
-    and ``p = 1``; the smallest attainable p-value is ``1 / (n_boot + 1)``.
+    the percentile interval of ``{d_b}``, and the two-sided p-value for ``H0: E[d] = 0`` comes
+    from the same resamples: twice the smaller share of ``d_b`` on either side of 0 (at most 1,
+    at least ``1 / n_boot``). So the interval excludes 0 exactly when ``p < 1 - ci`` (up to
+    the quantile's interpolation): the interval and the p-value never tell different stories,
+    as a null-centred p-value beside a percentile interval can. Identical inputs give
+    ``d = 0`` and ``p = 1``.
 
     Args:
         a: Per-user values of method A.
@@ -352,9 +354,9 @@ def paired_bootstrap(
     diff = float(d.mean())
     stats = _bootstrap_stats(d.size, n_boot, np.random.default_rng(seed), _mean_of(d))
     low, high = _percentile_bounds(stats, ci)
-    # Tolerance so that floating-point noise does not turn exact ties into misses.
-    extreme = np.abs(stats - diff) >= abs(diff) - 1e-12
-    p_value = float((1 + np.count_nonzero(extreme)) / (n_boot + 1))
+    # Tolerance so that floating-point noise does not split exact zeros between the sides.
+    tail = min(float(np.mean(stats <= 1e-12)), float(np.mean(stats >= -1e-12)))
+    p_value = min(1.0, max(2.0 * tail, 1.0 / n_boot))
     return PairedBootstrapResult(diff, low, high, p_value)
 
 
@@ -441,15 +443,30 @@ def pick_interval(summary: pd.DataFrame, method: str, metric: str, **where: str)
 
 
 def format_interval(summary: pd.DataFrame, digits: int = 3) -> pd.Series:
-    """Render each row of a summary as ``"mean [low, high]"`` for a readable table."""
+    """Render each row of a summary as ``"mean [low, high]"`` for a readable table.
+
+    A row whose interval has no width (every unit gave the same value, or n is tiny) reads
+    ``"mean (no spread at n = N)"`` (``N`` from an ``n`` column when there is one): a zero-width
+    bootstrap interval is not precision, and printing ``[2, 2]`` would suggest it is.
+    """
     pattern = f"{{:.{digits}f}}"
-    return (
-        summary["mean"].map(pattern.format)
-        + " ["
-        + summary["low"].map(pattern.format)
-        + ", "
-        + summary["high"].map(pattern.format)
-        + "]"
+    counts = summary["n"] if "n" in summary else pd.Series([None] * len(summary), summary.index)
+
+    def one(mean: float, low: float, high: float, n: Any) -> str:
+        if abs(float(high) - float(low)) <= 1e-12:
+            at = f" at n = {int(n)}" if n is not None and pd.notna(n) else ""
+            return f"{pattern.format(mean)} (no spread{at})"
+        return f"{pattern.format(mean)} [{pattern.format(low)}, {pattern.format(high)}]"
+
+    return pd.Series(
+        [
+            one(m, lo, hi, n)
+            for m, lo, hi, n in zip(
+                summary["mean"], summary["low"], summary["high"], counts, strict=True
+            )
+        ],
+        index=summary.index,
+        dtype=object,
     )
 
 

@@ -472,6 +472,13 @@ def place_note(
     )  # fmt: skip
 
 
+def _interval_words(mean: float, low: float, high: float) -> str:
+    """``mean [low, high]``, or ``mean, no spread`` when the interval has no width."""
+    if abs(high - low) <= 1e-12:
+        return f"{mean:.3g}, no spread"
+    return f"{mean:.3g} [{low:.3g}, {high:.3g}]"
+
+
 def _identical_rows(rows: pd.DataFrame, x: str, least: int = 3) -> list[str]:
     """Notes for rows (``least`` or more, not all) with the same estimate and interval.
 
@@ -484,7 +491,7 @@ def _identical_rows(rows: pd.DataFrame, x: str, least: int = 3) -> list[str]:
         if least <= len(members) < len(rows):
             mean, low, high = key
             names = ", ".join(str(m) for m in members.index)
-            notes.append(f"{len(members)} identical, {mean:.3g} [{low:.3g}, {high:.3g}]: {names}")
+            notes.append(f"{len(members)} identical, {_interval_words(mean, low, high)}: {names}")
     return notes
 
 
@@ -615,7 +622,7 @@ def _group_captions(rows: pd.DataFrame, x: str, group: Any, what: str, many: boo
     same = rows[[x, "low", "high"]].round(9).drop_duplicates()
     if len(rows) > 1 and len(same) == 1:  # every row the same estimate and interval
         mean, low, high = same.iloc[0]
-        line = (f"{prefix}all {len(rows)} {what} identical, {mean:.3g} [{low:.3g}, {high:.3g}]"
+        line = (f"{prefix}all {len(rows)} {what} identical, {_interval_words(mean, low, high)}"
                 " — no difference to show")  # fmt: skip
         return [textwrap.fill(line, 56, subsequent_indent="  ")]
     lines = [prefix + line for line in _identical_rows(rows, x)]

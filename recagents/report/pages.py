@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from recagents.report.evaluate import first_heading
 from recagents.report.loading import load_notebooks
+from recagents.report.page_parts import annotate, nav_html, neighbours
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -129,16 +130,30 @@ _STAMP = re.compile(r'<meta name="recagents-source" content="([0-9a-f]+)">')
 _SHEET = re.compile(r'<link rel="stylesheet" href="(nbconvert-[0-9a-f]+\.css)">')
 
 
+#: The modules that make a page: a change to any of them renders every page again.
+_RENDERER_MODULES = ("pages.py", "page_parts.py", "page_exporter.py")
+
+
 def _stamp(notebook_json: str, title: str) -> str:
     """A hash of what a page shows: the notebook up to timings, its title, and the renderer.
 
-    The renderer is nbconvert's version and this module's own source, so a change to how a
-    page is made renders every page again.
+    The renderer is nbconvert's and latex2mathml's versions and the source of the modules
+    that make a page (this one and those of ``_RENDERER_MODULES`` beside it), so a change to
+    how a page is made renders every page again. ``title`` carries the navigation bar too.
     """
+    from importlib.metadata import version
+
     from nbconvert import __version__ as nbconvert_version
 
-    renderer = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    text = "\n".join((nbconvert_version, renderer, title, _stable(notebook_json)))
+    here = Path(__file__)
+    sources = [here.read_bytes()] + [
+        (here.parent / name).read_bytes()
+        for name in _RENDERER_MODULES
+        if name != here.name and (here.parent / name).is_file()
+    ]
+    renderer = hashlib.sha256(b"\0".join(sources)).hexdigest()
+    versions = f"{nbconvert_version} latex2mathml {version('latex2mathml')}"
+    text = "\n".join((versions, renderer, title, _stable(notebook_json)))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
@@ -173,12 +188,16 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
     """Render executed notebooks to HTML and write an index page with every figure.
 
     Each notebook that exists becomes ``out_dir/NAME.html`` (nbconvert's ``HTMLExporter``,
-    outputs and embedded images included, through :func:`publishable`); ``out_dir/index.html``
-    links every notebook (titled by its first heading; missing ones listed as "not run") and
-    shows every figure of ``figures_dir`` as a linked thumbnail (linked where it lies, not
-    copied), grouped by the notebook number its name starts with. A page that differs from
-    the file on disk only in timings is left as it is, and a notebook whose content (up to
-    timings) is the one its page was rendered from is not rendered again.
+    outputs and embedded images included, through :func:`publishable`), made to be read
+    offline as a book (:mod:`recagents.report.page_parts`): math as MathML, no script or
+    style from another host, the setup cells and the ``record`` dump folded, an alt text on
+    every figure, and links to the previous page, the index and the next page.
+    ``out_dir/index.html`` links every notebook (titled by its first heading; missing ones
+    listed as "not run") and shows every figure of ``figures_dir`` as a linked thumbnail
+    (linked where it lies, not copied), grouped by the notebook number its name starts with.
+    A page that differs from the file on disk only in timings is left as it is, and a
+    notebook whose content (up to timings) is the one its page was rendered from is not
+    rendered again.
 
     Args:
         notebooks: The executed notebooks expected (e.g. ``build/00_...ipynb`` ...).
@@ -190,30 +209,45 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
         The path of ``index.html``.
     """
     import nbformat
-    from nbconvert import HTMLExporter
+
+    from recagents.report.page_exporter import offline_exporter
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter()
+    figures = _figure_files(figures_dir)
+    stems = [Path(name).stem for name in figures]
+    exporter = offline_exporter()
     stylesheets: set[str] = set()
-    entries: list[tuple[str, str, str]] = []  # (stem, title, html link or "")
     problems: dict[str, str] = {}
+    readable: dict[str, tuple[str, NotebookNode]] = {}  # stem -> (title, annotated copy)
     for path in (Path(p) for p in notebooks):
         if not path.is_file():
-            entries.append((path.stem, "", ""))
             continue
-        target = out_dir / f"{path.stem}.html"
         try:
             nb = nbformat.read(path, as_version=4)
             title = first_heading(nb.cells) or path.stem
-            clean = publishable(nb)
-            stamp = _stamp(nbformat.writes(clean), title)
+            readable[path.stem] = (title, annotate(publishable(nb), stems))
+        except Exception as error:  # one broken notebook must not hide the others
+            problems[path.stem] = f"could not be rendered: {type(error).__name__}: {error}"
+    pages = [(f"{stem}.html", title) for stem, (title, _) in readable.items()]
+    bars = {href: nav_html(*around) for href, around in zip(pages, neighbours(pages), strict=True)}
+    entries: list[tuple[str, str, str]] = []  # (stem, title, html link or "")
+    for path in (Path(p) for p in notebooks):
+        if path.stem not in readable:
+            entries.append((path.stem, "", ""))
+            continue
+        title, clean = readable[path.stem]
+        target = out_dir / f"{path.stem}.html"
+        nav = bars[(target.name, title)]
+        try:
+            stamp = _stamp(nbformat.writes(clean), f"{title}\n{nav}")
             sheet = _rendered_sheet(target, stamp, out_dir)
             if sheet is not None:  # the page on disk shows this content already
                 stylesheets.add(sheet)
                 entries.append((path.stem, title, target.name))
                 continue
-            body, _ = exporter.from_notebook_node(clean, resources={"metadata": {"name": title}})
+            resources = {"metadata": {"name": title}, "recagents_nav": nav}
+            body, _ = exporter.from_notebook_node(clean, resources=resources)
         except Exception as error:  # one broken notebook must not hide the others
             entries.append((path.stem, "", ""))
             problems[path.stem] = f"could not be rendered: {type(error).__name__}: {error}"
@@ -226,14 +260,10 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
         _write_if_changed(target, body)
         entries.append((path.stem, title, target.name))
 
-    figures: list[str] = []
     figures_note = ""
     href = ""
     if figures_dir is not None and Path(figures_dir).is_dir():
         href = Path(os.path.relpath(Path(figures_dir).resolve(), out_dir.resolve())).as_posix()
-        for figure in sorted(Path(figures_dir).iterdir()):
-            if figure.is_file() and figure.suffix.lower() in FIGURE_SUFFIXES:
-                figures.append(figure.name)
     else:
         figures_note = f"No figures folder at {figures_dir}." if figures_dir else "No figures."
 
@@ -243,6 +273,17 @@ def render_html(notebooks: Sequence[Path], figures_dir: Path | None, out_dir: Pa
     index = out_dir / "index.html"
     _write_if_changed(index, _index_html(entries, problems, figures, figures_note, href))
     return index
+
+
+def _figure_files(figures_dir: Path | None) -> list[str]:
+    """The names of the figures in ``figures_dir``, sorted (none when it is not a folder)."""
+    if figures_dir is None or not Path(figures_dir).is_dir():
+        return []
+    return [
+        figure.name
+        for figure in sorted(Path(figures_dir).iterdir())
+        if figure.is_file() and figure.suffix.lower() in FIGURE_SUFFIXES
+    ]
 
 
 def _figure_html(name: str, folder: str) -> str:

@@ -178,7 +178,7 @@ def test_01_agentcf(smoke_records):
     assert records["calls"] >= 3 * 5 + 5 * 3 + 6
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
     assert records["failed_calls"] <= records["calls"]
-    assert records["by_hand_equal"] is True, "the batch run by hand equals agentcf.train"
+    assert records["by_hand_equal"] is True, "the step written by hand equals the package's"
     assert records["seeds/n_seeds"] == 2 and records["seeds/n"] == 6, "2 seeds x 3 users"
     diff, low, high = records["seeds/B+R-B"]
     assert -1.0 <= low <= diff <= high <= 1.0
@@ -235,7 +235,7 @@ def test_02_agent4rec(smoke_records):
     assert records["bubble_rounds"] == 2, "round 0 and one retrained round"
     assert all(isinstance(n, int) and n > 0 for n in records["problems"].values())
     assert records["prompt_tokens"] > records["completion_tokens"] > 0
-    assert records["by_hand_equal"] is True, "the composed steps equal sim.simulate"
+    assert records["by_hand_equal"] is True, "the page step written by hand equals the package's"
     assert records["scripted_model"] == "scripted:browsing-agent", "labelled as scripted"
     assert records["scripted_exit_page"] >= 3, "the scripted agent browses past page 2"
     assert records["scripted_reflections"] >= 1, "the satisfaction reflection appears"

@@ -97,7 +97,7 @@ def test_leaderboard_known_means_and_paired_test() -> None:
     llm = table[(table["method"] == "LLM") & (table["metric"] == "ndcg@1")].iloc[0]
     assert llm["diff"] == -1.0
     assert llm["diff_low"] == llm["diff_high"] == -1.0  # every user loses 1
-    assert llm["p_value"] == pytest.approx(1 / 201)  # no resample reaches |d - diff| >= 1
+    assert llm["p_value"] == pytest.approx(1 / 200)  # no resample reaches 0: the floor 1/n_boot
     same = table[(table["method"] == "LLM") & (table["metric"] == "hr@2")].iloc[0]
     assert same["diff"] == 0.0 and same["p_value"] == 1.0
     assert table[table["method"] == "Pop"]["p_value"].isna().all()

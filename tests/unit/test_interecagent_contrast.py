@@ -57,7 +57,15 @@ def test_skilled_hits_rows_separate_and_reuse_kept_runs(bench):
 def test_skilled_one_turn_beats_chance_at_skill_1(bench):
     split, ctx, _, one_turn = bench
     candidates = candidate_sets(split, 19, seed=11)
-    rows = scripted.skilled_one_turn(one_turn, candidates, ctx, CONFIG, SIM, seed=11, n_boot=300)
+    kept: dict[str, pd.DataFrame] = {}
+    rows = scripted.skilled_one_turn(
+        one_turn, candidates, ctx, CONFIG, SIM, seed=11, n_boot=300, keep=kept
+    )
+    assert set(kept) == {"scripted, skill 1", "scripted, skill 0"}
+    for label, ranking in kept.items():  # the kept per-user rows give the summary's mean
+        mean = rows.set_index(["method", "metric"]).loc[(label, "ndcg"), "mean"]
+        assert set(ranking["method"]) == {label} and len(ranking) == 12
+        assert ranking["ndcg"].mean() == pytest.approx(mean)
     table = rows.set_index(["method", "metric"])
     chance_recall = 5 / len(ctx.table)
     assert table.loc[("scripted, skill 1", "recall"), "low"] > chance_recall, table
@@ -82,7 +90,7 @@ def test_session_sentence_states_the_rows_and_turns():
                           "recommended": [[], [], ["1", "2"], ["3"]],
                           "hit_id": [False] * 4})  # fmt: skip
     text = contrast.describe_session_hits(rows, turns, 2, "tiny")
-    assert "all 2 methods (InteRecAgent, LLM only) score 0 (no spread)" in text
+    assert "all 2 methods (InteRecAgent, LLM only) score 0 (no spread at n = 6)" in text
     assert "Of the model's 4 turns" in text and "2 answered in words" in text
     assert "2 recommended at least one item, none of them the target" in text
     assert "5 of 6 at skill 1, Hit@2 = 0.833 [0.5, 1]" in text and "0 of 6 at skill 0" in text
@@ -104,5 +112,7 @@ def test_one_turn_sentence_states_each_task_and_the_chance():
     text = contrast.describe_one_turn(rows, n_items=1000, ranking=ranking)
     assert text.startswith("Recall@5 over 6 users: all 2 methods (InteRecAgent, Pop) score 0")
     assert "scripted, skill 1 0.8 [0.5, 1]" in text and "probability 0.005" in text
-    assert "Ranking NDCG over 6 users: InteRecAgent 0 (no spread); Pop 0.4 [0.3, 0.5]" in text
+    assert "Ranking NDCG over 6 users: InteRecAgent 0 (no spread at n = 6); Pop 0.4 [0.3, 0.5]" in (
+        text
+    )
     assert "ranked nothing for 2 of 3 users" in text

@@ -175,6 +175,7 @@ def rounds_curve_figure(
     label: str = "AFL (round limit)",
     title: str = "HR@1 by round limit (95% CI)",
     why_flat: str = "",
+    chance: float | None = None,
 ) -> Any:
     """HR@1 against the round limit, with intervals, and horizontal reference lines.
 
@@ -194,6 +195,7 @@ def rounds_curve_figure(
         title: The figure's title.
         why_flat: Why the curve may be the same at every limit (e.g. "24 of 24 dialogues
             ended in round 1"), added to the note only when it is.
+        chance: HR@1 of a uniformly random pick (1 / candidates), drawn as a dotted line.
     """
     import matplotlib.pyplot as plt
 
@@ -212,6 +214,10 @@ def rounds_curve_figure(
                 marker="o", capsize=4, label=label)  # fmt: skip
     for k, (label, value) in enumerate((reference or {}).items()):
         ax.axhline(value, linestyle="--", color=f"C{k + 1}", label=label)
+    if chance is not None:
+        ax.axhline(
+            chance, linestyle=":", color="0.4", label=f"chance (1/{n_candidates}): {chance:.3g}"
+        )
     paper_styles = ("--", ":", "-.")
     for k, (label, value) in enumerate((paper or {}).items()):
         line = reference_line(ax, value, label, style="paper")

@@ -76,6 +76,7 @@ def simulation_metrics(
     n_boot: int = 1000,
     seed: int = 0,
     failures_as_wrong: bool = False,
+    resample: str = "judgements",
 ) -> pd.DataFrame:
     """Accuracy, precision, recall and F1 per agent and ratio, with bootstrap intervals.
 
@@ -83,9 +84,17 @@ def simulation_metrics(
     counted in ``unanswered``; with ``failures_as_wrong`` they count as the wrong label
     instead (the paper's code, after its retries).
 
+    ``resample="judgements"`` resamples single judgements, as if independent;
+    ``"users"`` resamples users with all of their judgements (:func:`user_bootstrap`), the
+    independent unit: one user's judgements share a history and a prompt, so they are not
+    independent, and an interval over few users is honest about how little it knows.
+
     Returns:
-        ``[agent, ratio, metric, mean, low, high, n, unanswered]``.
+        ``[agent, ratio, metric, mean, low, high, n, unanswered]``; ``n`` counts the
+        resampled units (judgements, or users; then a ``judgements`` column is added).
     """
+    if resample not in ("judgements", "users"):
+        raise ValueError(f"resample must be 'judgements' or 'users', got {resample!r}")
     rows = []
     for (agent, ratio), group in judgements.groupby([AGENT, RATIO], sort=False):
         missing = group["predicted"].isna()
@@ -97,17 +106,73 @@ def simulation_metrics(
             labels = group.loc[~missing, LABEL]
         if len(labels) == 0:
             continue
-        table = classification_ci(labels.to_numpy(), predicted.to_numpy(), n_boot=n_boot, seed=seed)
+        if resample == "users":
+            users = group.loc[labels.index, USER].to_numpy()
+            table = user_bootstrap(
+                labels.to_numpy(), predicted.to_numpy(), users, n_boot=n_boot, seed=seed
+            )
+        else:
+            table = classification_ci(
+                labels.to_numpy(), predicted.to_numpy(), n_boot=n_boot, seed=seed
+            )
         rows.append(table.assign(agent=agent, ratio=ratio, unanswered=int(missing.sum())))
+    columns = [AGENT, RATIO, "metric", "mean", "low", "high", "n", "unanswered"]
+    if resample == "users":
+        columns.append("judgements")
     if not rows:
-        return pd.DataFrame(
-            columns=[AGENT, RATIO, "metric", "mean", "low", "high", "n", "unanswered"]
-        )
-    frame = pd.concat(rows, ignore_index=True)
-    return frame[[AGENT, RATIO, "metric", "mean", "low", "high", "n", "unanswered"]]
+        return pd.DataFrame(columns=columns)
+    return pd.concat(rows, ignore_index=True)[columns]
 
 
-def always_yes_metrics(judgements: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def user_bootstrap(
+    labels: ArrayLike,
+    predicted: ArrayLike,
+    users: ArrayLike,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> pd.DataFrame:
+    """Classification metrics with a percentile bootstrap over users (the cluster bootstrap).
+
+    Each resample draws as many users as there are, with replacement, and pools all
+    judgements of the drawn users (micro-average, as the point estimate). With one user the
+    interval has no spread; with two it spans what the two users alone give.
+
+    Returns:
+        ``[metric, mean, low, high, n, judgements]``, ``n`` the number of users.
+    """
+    t = np.asarray(labels).astype(bool)
+    p = np.asarray(predicted).astype(bool)
+    codes, unique = pd.factorize(pd.Series(np.asarray(users)), sort=True)
+    n_users = len(unique)
+    # Per user: true positives, false positives, false negatives, correct, judgements.
+    counts = np.zeros((n_users, 5))
+    np.add.at(counts, codes, np.column_stack([t & p, ~t & p, t & ~p, t == p, np.ones_like(t)]))
+
+    def rates(c: np.ndarray) -> dict[str, np.ndarray]:
+        tp, fp, fn, correct, total = (c[..., k] for k in range(5))
+
+        def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+            return np.divide(num, den, out=np.zeros(np.shape(num)), where=den > 0)
+
+        return {"accuracy": ratio(correct, total), "precision": ratio(tp, tp + fp),
+                "recall": ratio(tp, tp + fn), "f1": ratio(2 * tp, 2 * tp + fp + fn)}  # fmt: skip
+
+    point = rates(counts.sum(axis=0))
+    drawn = np.random.default_rng(seed).integers(0, n_users, size=(n_boot, n_users))
+    boot = rates(counts[drawn].sum(axis=1))
+    alpha = (1.0 - ci) / 2.0
+    rows = []
+    for name in ("accuracy", "precision", "recall", "f1"):
+        low, high = np.quantile(boot[name], [alpha, 1.0 - alpha])
+        rows.append({"metric": name, "mean": float(point[name]), "low": float(low),
+                     "high": float(high), "n": n_users, "judgements": int(t.size)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def always_yes_metrics(
+    judgements: pd.DataFrame, n_boot: int = 1000, seed: int = 0, resample: str = "judgements"
+) -> pd.DataFrame:
     """The metrics of a simulator that likes everything, per ratio: the floor to beat.
 
     Recall is 1 and precision the share of positives (0.5, 0.25, 0.1 at 1:1, 1:3, 1:9), so
@@ -116,7 +181,10 @@ def always_yes_metrics(judgements: pd.DataFrame, n_boot: int = 1000, seed: int =
     """
     one_agent = judgements[judgements[AGENT] == judgements[AGENT].iloc[0]]
     return simulation_metrics(
-        one_agent.assign(**{AGENT: "Always yes"}, predicted=True), n_boot=n_boot, seed=seed
+        one_agent.assign(**{AGENT: "Always yes"}, predicted=True),
+        n_boot=n_boot,
+        seed=seed,
+        resample=resample,
     )
 
 

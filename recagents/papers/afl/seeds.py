@@ -152,9 +152,10 @@ def seeds_text(
     """
     diff, low, high, n = summary["diff"], summary["low"], summary["high"], int(summary["n"])
     mde = summary["mde"]
+    spread = f"no spread at n = {n}" if np.isclose(low, high) else f"[{low:+.3f}, {high:+.3f}]"
     head = (
         f"**AFL − Rec Agent over {int(summary['n_seeds'])} seeds** ({model}, n={n} paired "
-        f"samples): {diff:+.3f} HR@1 [{low:+.3f}, {high:+.3f}]."
+        f"samples): {diff:+.3f} HR@1, {spread}."
     )
     if low > 0:
         verdict = "A gain survives: the whole interval lies above 0."

@@ -277,7 +277,7 @@ def mechanism_figure(
     (``contrasts``, drawn as points with error bars), the tool alone as a dashed line. Right:
     the gain from round limit 1 to the last against skill (``gains``, a
     :func:`recagents.skill.sweep` frame) with the detectable skill marked and the embedded
-    model's gain as the contrast point.
+    model's gain as the contrast point. Chance (1 / ``n_candidates``) is a dotted line.
     """
     import matplotlib.pyplot as plt
 
@@ -299,6 +299,8 @@ def mechanism_figure(
                       fmt=markers[k % len(markers)], linestyle=":", capsize=3,
                       color=("#a50f15", "0.45", "#e6550d")[k % 3], label=label)  # fmt: skip
     left.axhline(tool_hr1, linestyle="--", color="C1", label=f"SASRec alone: {tool_hr1:.3g}")
+    left.axhline(1 / n_candidates, linestyle=":", color="0.4",
+                 label=f"chance (1/{n_candidates}): {1 / n_candidates:.3g}")  # fmt: skip
     fixed_scale(left, 0.0, 1.0)
     integer_axis(left, "x")
     left.set_xlabel("maximum rounds (1 = single recommendation agent)")

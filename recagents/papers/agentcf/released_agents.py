@@ -43,6 +43,7 @@ from recagents.llm.runlog import RunLog
 from recagents.papers.agentcf.agents import AgentState, initial_state
 from recagents.papers.agentcf.config import AgentCFConfig
 from recagents.papers.agentcf.evaluate import rank_candidates
+from recagents.papers.agentcf.reading import paired_interval
 from recagents.papers.agentcf.subsets import Subset, make_subset
 
 Variant = Literal["dense", "sparse"]
@@ -282,7 +283,8 @@ class MemoryQuality:
             ranking reply parsed).
         summary: Per set of memories: mean NDCG@10 with its bootstrap interval and ``n``,
             and the paired difference from the untrained memories with its interval,
-            p-value and paired minimum detectable effect (``mde``; NaN when every user's
+            p-value (from the same resamples, ``reading.paired_interval``) and paired
+            minimum detectable effect (``mde``; NaN when every user's
             difference is the same, e.g. all zero: then no spread to size it from).
     """
 
@@ -339,7 +341,8 @@ def _summary(per_user: pd.DataFrame, metric: str, n_boot: int, seed: int) -> pd.
         row = {"memories": name, "metric": metric, "mean": mean, "low": low, "high": high}
         row["n"] = len(values)
         if name != UNTRAINED:
-            paired = metrics.paired_bootstrap(values, base, n_boot=n_boot, seed=seed)
+            # interval and p-value from the same resampled means (they cannot disagree)
+            paired = paired_interval(values, base, n_boot=n_boot, seed=seed)
             row.update(
                 diff=paired.diff,
                 diff_low=paired.low,

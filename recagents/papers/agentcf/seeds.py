@@ -20,9 +20,10 @@ import pandas as pd
 
 from recagents.columns import USER
 from recagents.data.datasets import Dataset
-from recagents.metrics import paired_bootstrap, paired_min_detectable_effect
+from recagents.metrics import paired_min_detectable_effect
 from recagents.papers.agentcf.config import AgentCFConfig
 from recagents.papers.agentcf.pipeline import run_subset
+from recagents.papers.agentcf.reading import paired_interval
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class VariantSeedComparison:
         per_user: ``[seed, user_id, <base>, <better>, diff]`` (the metric per variant).
         per_seed: ``[seed, n, <base>, <better>, diff]``, the means of each seed.
         summary: One row: ``better, base, metric, diff, low, high, p_value, n, n_seeds, mde``
-            (``mde`` is NaN when every user's difference is the same, e.g. all zero).
+            (``p_value`` from the interval's own resamples, :func:`paired_interval`; ``mde`` is
+            NaN when every user's difference is the same, e.g. all zero).
     """
 
     per_user: pd.DataFrame
@@ -82,7 +84,7 @@ def variants_over_seeds(
         n=(USER, "size"), **{base: (base, "mean"), better: (better, "mean")}, diff=("diff", "mean")
     )
     a, b = per_user[better].to_numpy(), per_user[base].to_numpy()
-    paired = paired_bootstrap(a, b, n_boot=n_boot, seed=int(seeds[0]))
+    paired = paired_interval(a, b, n_boot=n_boot, seed=int(seeds[0]))  # p from the same resamples
     no_spread = np.ptp(a - b) == 0
     summary = pd.DataFrame(
         [

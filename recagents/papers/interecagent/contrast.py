@@ -30,9 +30,9 @@ def _fmt(value: float) -> str:
 
 
 def _interval(row: pd.Series) -> str:
-    """``0.8 [0.5, 1]``, or ``0 (no spread)`` when the interval is a point."""
+    """``0.8 [0.5, 1]``, or ``0 (no spread at n = 6)`` when the interval is a point."""
     if row["low"] == row["high"]:
-        return f"{_fmt(row['mean'])} (no spread)"
+        return f"{_fmt(row['mean'])} (no spread at n = {int(row['n'])})"
     return f"{_fmt(row['mean'])} [{_fmt(row['low'])}, {_fmt(row['high'])}]"
 
 

@@ -390,6 +390,7 @@ def skilled_one_turn(
     levels: Sequence[float] = (1.0, 0.0),
     seed: int = 0,
     n_boot: int = 1000,
+    keep: dict[str, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """The one-turn tasks (Recall@5, ranking NDCG) played by the scripted players.
 
@@ -397,6 +398,9 @@ def skilled_one_turn(
     for the agent (``"InteRecAgent"``) with the scripted client as both the simulated user
     (its opening message is the request) and the planner, on the same users and saved
     ``candidates`` as the LLM's rows; no demonstrations (see :func:`skilled_conversations`).
+
+    ``keep``, when given, receives each level's per-user ranking rows under its label (with
+    ``method`` set to the label), so a notebook can explain the rows from their users.
 
     Returns:
         :func:`evaluate.one_turn_metrics` rows ``[method, metric, mean, low, high, n]``, the
@@ -413,6 +417,8 @@ def skilled_one_turn(
         ranking = one_turn_ranking(users, candidates, ctx, scripted, answering, log, agent, sim,
                                    seed=seed)  # fmt: skip
         label = scripted_label(level)
+        if keep is not None:
+            keep[label] = ranking.assign(method=label)
         parts += [
             one_turn_metrics(retrieval, "recall", n_boot=n_boot, seed=seed).assign(method=label),
             one_turn_metrics(ranking, "ndcg", n_boot=n_boot, seed=seed).assign(method=label),

@@ -86,6 +86,21 @@ _METRIC_SCALES: dict[str, tuple[float, float]] = {
 }
 
 
+#: Below this width an interval is a point: every resample gave the same value.
+POINT = 1e-12
+
+
+def interval_text(mean: float, low: float, high: float, n: int, digits: int = 2) -> str:
+    """``0.73 [0.54, 0.90]``, or ``1.00 (no spread at n = 16)`` when the interval is a point.
+
+    A zero-width bootstrap interval means every unit had the same value (or n is tiny): it
+    says nothing about precision, so it is never printed as ``[1.00, 1.00]``.
+    """
+    if high - low <= POINT:
+        return f"{mean:.{digits}f} (no spread at n = {n})"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
 def mode_label(mode: Any) -> str:
     """How a run's ``mode`` is named on figures and in sentences (the template as a baseline)."""
     return {"llm": "LLM", "template": "template (baseline)"}.get(str(mode), str(mode))
@@ -214,8 +229,8 @@ def describe_hits(
     for mode in modes:
         rows = hits[hits["mode"] == mode]
         values = ", ".join(
-            f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
-            for m, lo, hi in rows[["mean", "low", "high"]].to_numpy(float)
+            interval_text(m, lo, hi, int(n))
+            for m, lo, hi, n in rows[["mean", "low", "high", "n"]].to_numpy(float)
         )
         per_mode.append(f"{mode_label(mode)} {values}")
     stages = ", ".join(str(s) for s in dict.fromkeys(hits["stage"]))
@@ -251,8 +266,10 @@ def describe_hits(
         top = best.loc[mode]
         sentence = (
             f"The run labelled \u201c{mode_label(mode)}\u201d hit a held-out film more often "
-            f"(at best {top['mean']:.2f} [{top['low']:.2f}, {top['high']:.2f}], stage "
-            f"{top['stage']}) than the "
+            f"(at best {interval_text(top['mean'], top['low'], top['high'], int(top['n']))}, "
+            f"stage {top['stage']}"
+            + ("; an interval that includes 0" if top["low"] <= 0 else "")
+            + ") than the "
             + " and the ".join(mode_label(m) for m in beaten)
             + f" (at best {max(best.at[m, 'mean'] for m in beaten):.2f})"
         )
