@@ -273,15 +273,21 @@ def figure_alt(heading: str, figure: str, position: int, count: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+#: Tags of the worked answers to the exercises: folded whole, code and output, until revealed.
+ANSWER_TAGS = frozenset({"answer", "exercise-answer", "hide-input"})
+
+
 def annotate(nb: NotebookNode, figure_names: Iterable[str] = ()) -> NotebookNode:
     """Mark (in place) the cells to fold and give every image output an alt text.
 
     Folds: the code cells of the setup section (from a heading "Setup", e.g. ``## 0 Setup``,
     to the next heading) and the cells tagged ``parameters``/``injected-parameters`` show
     their code folded and their output (the profile line) open; a cell that only records
-    (:func:`is_record_only`) is folded whole, its dump included. Alt text: the output's own
-    (metadata ``alt``) if given, else :func:`figure_alt` of the nearest heading above and the
-    figure its cell saves (:func:`saved_figures`). Marks go to ``metadata["recagents_page"]``.
+    (:func:`is_record_only`) is folded whole, its dump included, and so is a worked answer
+    (a cell tagged with one of :data:`ANSWER_TAGS`) under its first comment line. Alt text:
+    the output's own (metadata ``alt``) if given, else :func:`figure_alt` of the nearest
+    heading above and the figure its cell saves (:func:`saved_figures`). Marks go to
+    ``metadata["recagents_page"]``.
     """
     names = list(figure_names)
     claimed = [
@@ -306,6 +312,10 @@ def annotate(nb: NotebookNode, figure_names: Iterable[str] = ()) -> NotebookNode
         tags = cell.metadata.get("tags", [])
         if in_setup or {"parameters", "injected-parameters"} & set(tags):
             cell.metadata[PAGE_KEY] = {"fold": "input", "summary": _setup_summary(cell)}
+        elif ANSWER_TAGS & set(tags):
+            first = source.strip().splitlines()[0] if source.strip() else ""
+            title = first.lstrip("# ").strip() if first.startswith("#") else "Answer"
+            cell.metadata[PAGE_KEY] = {"fold": "cell", "summary": f"{title} (reveal)"}
         elif is_record_only(source):
             lines = _output_lines(cell)
             summary = "The values this run records (record calls"

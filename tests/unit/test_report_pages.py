@@ -234,3 +234,21 @@ def test_unreadable_latex_is_shown_as_code_not_lost() -> None:
     assert "&lt;" in latex_to_mathml("a < b", display=False) or "&#x0003C;" in latex_to_mathml(
         "a < b", display=False
     )
+
+
+def test_worked_answers_are_folded_under_their_first_comment() -> None:
+    from nbformat import v4
+
+    from recagents.report.page_parts import PAGE_KEY, annotate
+
+    nb = v4.new_notebook()
+    answer = v4.new_code_cell("# Answer A: a popularity baseline\nprint(1)")
+    answer.metadata["tags"] = ["answer", "hide-input"]
+    plain = v4.new_code_cell("print(2)")
+    nb.cells = [v4.new_markdown_cell("## Try it"), answer, plain]
+    annotate(nb)
+    assert answer.metadata[PAGE_KEY] == {
+        "fold": "cell",
+        "summary": "Answer A: a popularity baseline (reveal)",
+    }
+    assert PAGE_KEY not in plain.metadata
