@@ -91,10 +91,11 @@ $(STAMP): pyproject.toml $(RUNTIME_BUILD)
 # JupyterLab on notebooks/, its kernel the project's .venv (the server's own Python), so every
 # notebook imports recagents and starts the embedded model on its first call. LAB_ARGS passes
 # options through, e.g. `make lab LAB_ARGS="--no-browser --port 8890"`; as root (a container)
-# it adds --allow-root, which JupyterLab otherwise asks for.
+# it adds --allow-root, which JupyterLab otherwise asks for. LAB_DIR: the folder it opens.
 LAB_ARGS ?=
+LAB_DIR ?= notebooks
 lab: $(STAMP)  ## open the notebooks in JupyterLab with the project's environment as the kernel
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) \
+	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(if $(filter 0,$(shell id -u)),--allow-root) \
 	  $(LAB_ARGS)
 
 # Headless Chromium and its driver from Debian's packages, for the browser test of the
