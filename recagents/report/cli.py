@@ -82,6 +82,13 @@ def _parser() -> argparse.ArgumentParser:
     mods.add_argument("--out", type=Path, default=Path("MODULES.md"), help="Markdown file")
     recs = commands.add_parser("records", help="write or check a build folder's records")
     recs.add_argument("--build", type=Path, required=True, help="executed notebooks")
+    recs.add_argument(
+        "--notebooks",
+        type=Path,
+        default=Path("notebooks"),
+        help="source notebooks: only their executed copies count (a test's extra run, e.g. "
+        "01_agentcf_tiny, left in --build is not a record of the profile)",
+    )
     target = recs.add_mutually_exclusive_group(required=True)
     target.add_argument("--out", type=Path, help="write the records to this JSON file")
     target.add_argument("--check", type=Path, help="fail unless they equal this JSON file's")
@@ -112,6 +119,9 @@ def _published(args: argparse.Namespace) -> int:
 def _records(args: argparse.Namespace) -> int:
     """``records``: write them, or 1 with one line per differing record."""
     records = collect_records(args.build)
+    if args.notebooks.is_dir():
+        sources = {path.stem for path in args.notebooks.glob("*.ipynb")}
+        records = {stem: values for stem, values in records.items() if stem in sources}
     if args.out is not None:
         write_records(records, args.out)
         print(f"wrote {args.out}: {sum(map(len, records.values()))} records of {len(records)}")
