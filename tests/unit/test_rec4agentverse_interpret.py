@@ -53,23 +53,23 @@ def test_the_manipulation_text_reads_a_reversed_point_difference():
     catalogue = Catalogue((card,), {}, {}, {}, {}, {})
     decisions = pd.DataFrame(
         [{"user_id": str(u), "mode": "free_text", "condition": c, "recommender": "llm",
-          "chosen": "a02" if c == "attack" else "a11"} for u in range(4)
+          "chosen": "a02" if c == "attack" else "a11"} for u in range(6)
          for c in ("attack", "honest")]
     )  # fmt: skip
     attacks = pd.DataFrame([
         {"recommender": "llm", "mode": "free_text", "condition": "attack", "rate": 0.0,
-         "low": 0.0, "high": 0.0, "n": 4, "failures": 0, "p_value": float("nan")},
+         "low": 0.0, "high": 0.0, "n": 6, "failures": 0, "p_value": float("nan")},
         {"recommender": "llm", "mode": "free_text", "condition": "honest", "rate": 1.0,
-         "low": 1.0, "high": 1.0, "n": 4, "failures": 0, "p_value": float("nan")},
+         "low": 1.0, "high": 1.0, "n": 6, "failures": 0, "p_value": float("nan")},
         {"recommender": "llm", "mode": "free_text", "condition": "attack - honest", "rate": -1.0,
-         "low": -1.0, "high": -1.0, "n": 4, "failures": 0, "p_value": 1 / 1001},
+         "low": -1.0, "high": -1.0, "n": 6, "failures": 0, "p_value": 1 / 1001},
     ])  # fmt: skip
     text = interpret.describe_manipulation(attacks, decisions, catalogue, n_boot=1000)
     assert "Blockbuster action hub" in text
-    assert "no spread at n = 4" in text and "*lowered*" in text
-    assert "all 4 to a02" in text and "all 4 to a11" in text
+    assert "no spread at n = 6" in text and "*lowered*" in text
+    assert "all 6 to a02" in text and "all 6 to a11" in text
     table = interpret.manipulation_table(attacks, n_boot=1000)
-    assert table["share routed to the adversary"].iloc[0] == "0.00 (no spread at n = 4)"
+    assert table["share routed to the adversary"].iloc[0] == "0.00 (no spread at n = 6)"
 
 
 def test_the_notebook_names_the_default_profile_users_of_entry():

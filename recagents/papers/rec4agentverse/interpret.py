@@ -74,9 +74,22 @@ def stage_differences(
     return pd.DataFrame(rows, columns=columns)
 
 
+#: Below this many users a bootstrap interval is not reported as deciding anything.
+MIN_USERS = 5
+
+
+def _range(values: pd.Series) -> str:
+    """``0.25\u20130.38``, or one value when they are all equal."""
+    low, high = f"{values.min():.2f}", f"{values.max():.2f}"
+    return low if low == high else f"{low}\u2013{high}"
+
+
 def _change_text(row: pd.Series, n_boot: int) -> str:
     """One paired difference in words: its size, its interval and whether that decides it."""
     head = f"{row['earlier']:.2f} \u2192 {row['later']:.2f} at stage {int(row['stage'])}"
+    if int(row["n"]) < MIN_USERS and abs(row["diff"]) > POINT:
+        few = f"over n = {int(row['n'])} users: too few to decide"
+        return f"{head} (difference {row['diff']:+.2f} {few})"
     if row["high"] - row["low"] <= POINT:
         if abs(row["diff"]) <= POINT:
             return f"{head} (no change for any user, n = {int(row['n'])})"
@@ -151,7 +164,7 @@ def describe_stages(comparison: pd.DataFrame, differences: pd.DataFrame, n_boot:
         notes.append(
             f"The LLM user said it was satisfied in every session of every stage (1.00, no "
             f"spread at n = {int(said['n'].iloc[0])}) while the films met its hidden taste in "
-            f"{rule['mean'].min():.2f}\u2013{rule['mean'].max():.2f} of the sessions: its verdict "
+            f"{_range(rule['mean'])} of the sessions: its verdict "
             "carries no information, which is why its turns needed stays near 1."
         )
     chance = comparison[comparison["mode"].astype(str).str.startswith("scripted")]
@@ -159,7 +172,7 @@ def describe_stages(comparison: pd.DataFrame, differences: pd.DataFrame, n_boot:
     if len(share):
         notes.append(
             f"The dashed scripted skill-0 rows are the no-information level: "
-            f"{share['mean'].min():.2f}\u2013{share['mean'].max():.2f} of the films fit the "
+            f"{_range(share['mean'])} of the films fit the "
             "hidden taste when no message carries it."
         )
     return "\n".join(lines) + ("\n\n" + " ".join(notes) if notes else "")
@@ -222,7 +235,9 @@ def describe_manipulation(
             f"{attack['rate']:.2f} of the decisions after its attack and {honest['rate']:.2f} "
             "after an honest report"
         )
-        if diff["high"] - diff["low"] <= POINT:
+        if int(diff["n"]) < MIN_USERS:
+            text = f"{head}; over n = {int(diff['n'])} users that is too few to decide"
+        elif diff["high"] - diff["low"] <= POINT:
             routed = "; ".join(
                 f"after the {c} report {_routing(decisions, str(recommender), str(mode), c)}"
                 for c in ("attack", "honest")
